@@ -1,0 +1,225 @@
+"""The typed turn model every layer shares.
+
+A session is an ordered list of turns. Every reader (opencode, Claude Code, Codex) produces this
+shape and nothing else, so rules, reports and frames never look at a native record. Four kinds:
+
+* ``UserTurn``: words the human typed (never harness-injected text).
+* ``AssistantTurn``: one assistant message: visible text, reasoning, tool calls, provider error.
+* ``ToolResultTurn``: the outcome of one tool call (output, exit status, error/killed/timeout).
+* ``EventTurn``: what the harness did: abort, provider error, retry, compaction, interrupt,
+  injected text, a shell command the user ran, a background-task notification.
+
+Every turn carries its 1-based ``ordinal`` and an ``anchor`` a reviewer can jump to: the native
+message id where the format has one (opencode ``msg_…``, Claude Code line ``uuid``), otherwise
+``L<line>`` (Codex rollouts).
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Agent = Literal["opencode", "claude-code", "codex"]
+
+EventName = Literal[
+    "abort",  # the user stopped the turn (opencode MessageAbortedError, Codex turn_aborted)
+    "interrupt",  # Claude Code "[Request interrupted by user…]"
+    "api_error",  # a provider error the user was shown
+    "retry",  # the harness retried a provider call
+    "compaction",  # context compacted / summarised
+    "injected",  # harness-injected text: reminders, caveats, environment context, hook output
+    "shell",  # a command the user ran in their own shell (Claude Code <bash-input>, opencode shell)
+    "notification",  # background-task notification about a wrapper shell
+    "command",  # a local slash command's output (<local-command-stdout>)
+    "session_start",  # session metadata / resume marker
+    "turn_complete",  # the harness closed a turn (Codex task_complete)
+    "other",
+]
+
+
+class _Frozenish(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+
+class ToolCall(_Frozenish):
+    """One tool invocation inside an assistant message."""
+
+    call_id: str
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+    command: str | None = None
+    """The shell command line, when the tool runs one (bash, Bash, shell, exec_command…)."""
+    background: bool = False
+    """Sent to the background by the harness itself (Claude Code ``run_in_background``)."""
+    anchor: str
+    """Anchor of the message (or line) that holds the call."""
+
+
+class ProviderError(_Frozenish):
+    name: str
+    message: str = ""
+
+
+class _TurnBase(_Frozenish):
+    ordinal: int
+    anchor: str
+    line: int | None = None
+    """1-based line in the source file, when the source is line-oriented."""
+    file: str | None = None
+    """Source file of this turn when it differs from the session's (storage trees)."""
+    time: float | None = None
+    """Unix time in seconds."""
+
+
+class UserTurn(_TurnBase):
+    kind: Literal["user"] = "user"
+    text: str
+    command: str | None = None
+    """Slash command or skill name when the message invoked one (``/review``)."""
+    arguments: str | None = None
+    """What the user typed after the slash command; compare this, not the expanded template."""
+    queued: bool = False
+    """Typed while the assistant was busy (Claude Code ``queued_command``)."""
+    images: int = 0
+
+
+class AssistantTurn(_TurnBase):
+    kind: Literal["assistant"] = "assistant"
+    message_id: str | None = None
+    text: str = ""
+    reasoning: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    model: str | None = None
+    finish: str | None = None
+    """Finish / stop reason as the format names it (``stop``, ``tool-calls``, ``end_turn``…)."""
+    error: ProviderError | None = None
+    aborted: bool = False
+    """The user aborted this reply while it was being produced."""
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    part_kinds: list[str] = Field(default_factory=list)
+    """Native part / block types seen, in order (for reviewers and the empty-response rule)."""
+    sidechain: bool = False
+
+    @property
+    def visible(self) -> bool:
+        """Did the user see anything: non-blank text or a tool call."""
+        return bool(self.tool_calls) or bool(self.text.strip())
+
+
+class ToolResultTurn(_TurnBase):
+    kind: Literal["tool_result"] = "tool_result"
+    call_id: str
+    name: str = ""
+    output: str = ""
+    """Output as the agent saw it; very long outputs keep head and tail."""
+    exit_code: int | None = None
+    is_error: bool = False
+    """The format itself flagged the call as failed (opencode ``status:error``, ``is_error``)."""
+    error: str | None = None
+    """The error text the harness recorded, when separate from the output."""
+    killed: bool = False
+    """Ended by a signal (opencode ``metadata.exit: null``), or output says ``Killed``."""
+    timed_out: bool = False
+    aborted: bool = False
+    """Aborted or rejected by the user; the assistant had no chance to react."""
+    duration_ms: float | None = None
+
+
+class EventTurn(_TurnBase):
+    kind: Literal["event"] = "event"
+    event: EventName
+    text: str = ""
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+Turn = Annotated[
+    Union[UserTurn, AssistantTurn, ToolResultTurn, EventTurn], Field(discriminator="kind")
+]
+
+
+class ReadIssue(_Frozenish):
+    """Something in the source that could not be read as expected; scanning went on."""
+
+    path: str
+    line: int | None = None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        return f"{where}: {self.message}"
+
+
+class Session(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    agent: Agent
+    format: str
+    """Reader that produced it: ``opencode-export``, ``opencode-storage``, ``claude-code``…"""
+    source: str
+    agent_version: str | None = None
+    models: list[str] = Field(default_factory=list)
+    project_dir: str | None = None
+    title: str | None = None
+    parent_id: str | None = None
+    """Set for subagent / child sessions."""
+    started: float | None = None
+    ended: float | None = None
+    turns: list[Turn] = Field(default_factory=list)
+    issues: list[ReadIssue] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    """What the format cannot show (e.g. ``run --format json`` has no user messages)."""
+
+    # -- navigation helpers used by rules and reports -------------------------------------
+
+    @cached_property
+    def _calls_by_id(self) -> dict[str, tuple[AssistantTurn, ToolCall]]:
+        index: dict[str, tuple[AssistantTurn, ToolCall]] = {}
+        for turn in self.turns:
+            if isinstance(turn, AssistantTurn):
+                for call in turn.tool_calls:
+                    index.setdefault(call.call_id, (turn, call))
+        return index
+
+    @cached_property
+    def _results_by_id(self) -> dict[str, ToolResultTurn]:
+        return {t.call_id: t for t in self.turns if isinstance(t, ToolResultTurn)}
+
+    def call_for(self, result: ToolResultTurn) -> tuple[AssistantTurn, ToolCall] | None:
+        """The assistant turn and call that a tool result answers."""
+        return self._calls_by_id.get(result.call_id)
+
+    def result_for(self, call: ToolCall) -> ToolResultTurn | None:
+        return self._results_by_id.get(call.call_id)
+
+    def turn(self, ordinal: int) -> Turn:
+        return self.turns[ordinal - 1]
+
+    def by_anchor(self, anchor: str) -> Turn | None:
+        for t in self.turns:
+            if t.anchor == anchor:
+                return t
+        return None
+
+    def counts(self) -> dict[str, int]:
+        """Per-kind counts, plus tool calls and failed tool results."""
+        out = {"user": 0, "assistant": 0, "tool_result": 0, "event": 0, "tool_calls": 0,
+               "failed_tools": 0}
+        for t in self.turns:
+            out[t.kind] += 1
+            if isinstance(t, AssistantTurn):
+                out["tool_calls"] += len(t.tool_calls)
+            elif isinstance(t, ToolResultTurn) and (
+                t.is_error or t.killed or t.timed_out or (t.exit_code not in (None, 0))
+            ):
+                out["failed_tools"] += 1
+        return out
+
+
+def renumber(turns: list[Any]) -> None:
+    """Give turns their 1-based ordinals in list order (readers build, then renumber)."""
+    for i, t in enumerate(turns, 1):
+        t.ordinal = i
