@@ -1,0 +1,188 @@
+"""Read agent session logs into ``Session`` objects.
+
+One module per format; this module only decides which one to call. Readers share a contract:
+
+* JSON/JSONL formats: ``read_stream(stream, source) -> list[Session]`` on a binary stream.
+* opencode storage tree: ``read_tree(tree) -> list[Session]`` on a ``Tree`` (folder or archive).
+* opencode SQLite: ``read_sqlite(path) -> list[Session]`` (opened read-only) and
+  ``read_sqlite_bytes(data, source)`` for archive members.
+
+A record a reader cannot use becomes a ``ReadIssue`` on its session; a source with nothing
+readable raises ``IngestError`` naming the path (and line).
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from forensics.errors import IngestError, UnknownFormatError
+from forensics.ingest._source import DirTree, Tree
+from forensics.ingest.sniff import HEAD_BYTES, is_opencode_tree, sniff_bytes, sqlite_in
+from forensics.model import Session
+
+__all__ = ["FORMATS", "load", "iter_sessions", "read_stream", "read_bytes", "sniff_bytes"]
+
+FORMATS: dict[str, str] = {
+    "opencode-export": "forensics.ingest.opencode_export",
+    "opencode-run": "forensics.ingest.opencode_run",
+    "opencode-storage": "forensics.ingest.opencode_storage",
+    "opencode-sqlite": "forensics.ingest.opencode_sqlite",
+    "claude-code": "forensics.ingest.claude_code",
+    "codex": "forensics.ingest.codex",
+}
+"""Format name -> reader module. Names are what ``--input-format`` accepts."""
+
+STREAM_FORMATS = {"opencode-export", "opencode-run", "claude-code", "codex"}
+SESSION_SUFFIXES = (".json", ".jsonl", ".db", ".ndjson")
+
+
+def _reader(fmt: str):
+    try:
+        return importlib.import_module(FORMATS[fmt])
+    except KeyError:
+        raise UnknownFormatError("", f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+
+
+def read_stream(stream: BinaryIO, *, source: str, format: str | None = None) -> list[Session]:
+    """Read one JSON/JSONL/SQLite source from a binary stream, sniffing its format."""
+    if format is None:
+        head = _peek(stream)
+        if not head.strip():
+            raise IngestError(source, "empty file")
+        format = sniff_bytes(head)
+        if format is None:
+            raise UnknownFormatError(source, _unknown_reason(head))
+    if format == "opencode-sqlite":
+        return _reader(format).read_sqlite_bytes(stream.read(), source)
+    if format == "opencode-storage":
+        raise IngestError(source, "opencode storage is a folder, not a file")
+    return _reader(format).read_stream(stream, source)
+
+
+def read_bytes(data: bytes, *, source: str, format: str | None = None) -> list[Session]:
+    return read_stream(io.BytesIO(data), source=source, format=format)
+
+
+def _peek(stream: BinaryIO) -> bytes:
+    if hasattr(stream, "peek"):
+        head = stream.peek(HEAD_BYTES)[:HEAD_BYTES]
+        if head:
+            return head
+    pos = stream.tell()
+    head = stream.read(HEAD_BYTES)
+    stream.seek(pos)
+    return head
+
+
+def _unknown_reason(head: bytes) -> str:
+    if b"\x00" in head[:4096]:
+        return "not a session log (binary content)"
+    try:
+        head[:4096].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < 4090:
+            return "not a session log (not UTF-8 text)"
+    if head.lstrip().startswith((b"{", b"[")):
+        return "JSON, but not a session format forensics knows (opencode, Claude Code, Codex)"
+    return "not a session log forensics knows (opencode, Claude Code, Codex)"
+
+
+def load(path: str | os.PathLike[str], *, format: str | None = None) -> list[Session]:
+    """Every session in a file or folder. Raises ``IngestError`` when nothing can be read."""
+    sessions = list(iter_sessions(path, format=format))
+    if not sessions and Path(path).is_dir():
+        raise IngestError(str(path), "no agent sessions found in this folder")
+    return sessions
+
+
+def iter_sessions(
+    path: str | os.PathLike[str], *, format: str | None = None, errors: list | None = None
+) -> Iterator[Session]:
+    """Sessions one source at a time.
+
+    For a folder, files that fail are appended to ``errors`` (as ``IngestError``) when given,
+    and skipped; for a single file the error is raised.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise IngestError(str(p), "no such file or folder")
+    if p.is_dir():
+        yield from _iter_dir(p, format=format, errors=errors)
+        return
+    yield from _read_file(p, format=format)
+
+
+def _read_file(p: Path, *, format: str | None) -> list[Session]:
+    try:
+        if format == "opencode-sqlite" or (format is None and _is_sqlite(p)):
+            return _reader("opencode-sqlite").read_sqlite(p)
+        with open(p, "rb") as fh:
+            return read_stream(fh, source=str(p), format=format)
+    except PermissionError:
+        raise IngestError(str(p), "permission denied")
+    except IsADirectoryError:
+        raise IngestError(str(p), "is a folder")
+    except OSError as exc:
+        raise IngestError(str(p), exc.strerror or str(exc))
+
+
+def _is_sqlite(p: Path) -> bool:
+    with open(p, "rb") as fh:
+        return fh.read(16) == b"SQLite format 3\x00"
+
+
+def _iter_dir(root: Path, *, format: str | None, errors: list | None) -> Iterator[Session]:
+    storage = is_opencode_tree(root) if format in (None, "opencode-storage") else None
+    seen: set[str] = set()
+    if storage is not None or format == "opencode-storage":
+        # An opencode data dir: the database first (newer), then the JSON tree, deduped by id.
+        data_dir = storage.parent if storage is not None and storage.name == "storage" else root
+        for db in sqlite_in(data_dir):
+            for s in _guarded(lambda: _reader("opencode-sqlite").read_sqlite(db), db, errors):
+                seen.add(s.id)
+                yield s
+        tree: Tree = DirTree(storage or root)
+        for s in _guarded(lambda: _reader("opencode-storage").read_tree(tree), root, errors):
+            if s.id not in seen:
+                seen.add(s.id)
+                yield s
+        return
+    for dirpath, dirs, names in os.walk(root):
+        dirs.sort()
+        here = Path(dirpath)
+        if here != root and is_opencode_tree(here):
+            dirs[:] = []
+            yield from _iter_dir(here, format=format, errors=errors)
+            continue
+        for name in sorted(names):
+            if not name.endswith(SESSION_SUFFIXES):
+                continue
+            f = here / name
+            if format is None and not _looks_like_session(f):
+                continue
+            yield from _guarded(lambda: _read_file(f, format=format), f, errors)
+
+
+def _looks_like_session(f: Path) -> bool:
+    try:
+        if _is_sqlite(f):
+            return f.name.startswith("opencode")
+        with open(f, "rb") as fh:
+            return sniff_bytes(fh.read(HEAD_BYTES)) is not None
+    except OSError:
+        return True  # let the reader report it
+
+
+def _guarded(read, where: Path, errors: list | None) -> list[Session]:
+    try:
+        return read()
+    except IngestError as exc:
+        if errors is None:
+            raise
+        errors.append(exc)
+        return []

@@ -1,0 +1,98 @@
+"""Byte sources shared by the readers: JSONL line iteration and directory-like trees.
+
+Readers never open files themselves for JSONL: they get a binary stream, so the same code reads a
+file on disk, a member of a tar/zip archive, or bytes in a test. Bad lines become ``ReadIssue``s
+on the session being built; reading goes on.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import BinaryIO, Protocol
+
+import orjson
+
+from forensics.model import ReadIssue
+
+MAX_ISSUES_PER_FILE = 200
+"""Past this many bad records in one file, further ones are counted in one closing issue."""
+
+
+def iter_jsonl(
+    stream: BinaryIO, source: str, issues: list[ReadIssue]
+) -> Iterator[tuple[int, dict]]:
+    """Yield ``(line_number, record)`` for every JSON object line; record the rest as issues.
+
+    Reads line by line, so memory stays proportional to what the caller keeps.
+    """
+    dropped = 0
+    for line_no, raw in enumerate(stream, 1):
+        if not raw.strip():
+            continue
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            if raw.endswith(b"\n") or not raw.strip().endswith((b"}", b"]")):
+                what = "not valid JSON" if raw.endswith(b"\n") else "truncated last line"
+            else:
+                what = "not valid JSON"
+            if _is_utf8_problem(raw):
+                what = "invalid UTF-8"
+            dropped += _note(issues, source, line_no, f"{what} ({exc.msg})")
+            continue
+        if not isinstance(obj, dict):
+            dropped += _note(issues, source, line_no, "line is JSON but not an object")
+            continue
+        yield line_no, obj
+    if dropped:
+        issues.append(ReadIssue(path=source, message=f"{dropped} more bad lines not listed"))
+
+
+def _is_utf8_problem(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+def _note(issues: list[ReadIssue], source: str, line: int | None, message: str) -> int:
+    """Append an issue unless the file already has too many; return 1 if it was dropped."""
+    if sum(1 for i in issues if i.path == source) >= MAX_ISSUES_PER_FILE:
+        return 1
+    issues.append(ReadIssue(path=source, line=line, message=message))
+    return 0
+
+
+class Tree(Protocol):
+    """A directory-like set of files: a folder on disk or the members of an archive."""
+
+    label: str
+    """How to name the tree in messages (a path)."""
+
+    def files(self) -> Iterable[str]:
+        """Relative POSIX paths of every regular file."""
+        ...
+
+    def read_bytes(self, rel: str) -> bytes: ...
+
+
+class DirTree:
+    """A folder on disk, read-only."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.label = str(root)
+
+    def files(self) -> Iterator[str]:
+        root = str(self.root)
+        for dirpath, _dirs, names in os.walk(root):
+            rel_dir = os.path.relpath(dirpath, root)
+            for name in names:
+                rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+                yield rel.replace(os.sep, "/")
+
+    def read_bytes(self, rel: str) -> bytes:
+        return (self.root / rel).read_bytes()

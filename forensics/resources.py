@@ -1,0 +1,37 @@
+"""Find the files that live outside the package: rule files, report templates, the sample.
+
+In a source checkout they sit at the repository top (``rules/``, ``reports/templates/``); in an
+installed wheel they are carried inside the package as ``forensics/_data/``.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+_PKG = Path(__file__).resolve().parent
+
+
+@cache
+def data_dir(name: str) -> Path:
+    """``rules`` or ``templates``: the installed copy if present, else the checkout's."""
+    installed = _PKG / "_data" / name
+    if installed.is_dir():
+        return installed
+    checkout = _PKG.parent / ("rules" if name == "rules" else "reports/templates")
+    if checkout.is_dir():
+        return checkout
+    raise FileNotFoundError(f"forensics data folder {name!r} is missing from the installation")
+
+
+def rules_dir() -> Path:
+    return data_dir("rules")
+
+
+def templates_dir() -> Path:
+    return data_dir("templates")
+
+
+def sample_session() -> Path:
+    """A small opencode export with incidents of every core rule; ships inside the package."""
+    return _PKG / "samples" / "sample-session.json"

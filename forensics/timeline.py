@@ -1,0 +1,47 @@
+"""One-line summaries of turns: what ``forensics turns`` prints and reports reuse."""
+
+from __future__ import annotations
+
+from forensics.model import AssistantTurn, EventTurn, ToolResultTurn, Turn, UserTurn
+
+
+def shorten(text: str, width: int = 100) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def summarize(turn: Turn, width: int = 100) -> str:
+    if isinstance(turn, UserTurn):
+        prefix = f"{turn.command} " if turn.command else ""
+        return shorten(prefix + (turn.arguments if turn.command and turn.arguments is not None
+                                 else turn.text), width) or "(empty)"
+    if isinstance(turn, AssistantTurn):
+        bits = []
+        if turn.error:
+            bits.append(f"[{turn.error.name}]")
+        if turn.aborted:
+            bits.append("[aborted]")
+        if turn.text.strip():
+            bits.append(shorten(turn.text, width))
+        for call in turn.tool_calls:
+            bits.append(f"→ {call.name}: {shorten(call.command or _args(call.input), 60)}")
+        if not bits:
+            bits.append("(reasoning only)" if turn.reasoning.strip() else "(empty)")
+        return shorten(" ".join(bits), width)
+    if isinstance(turn, ToolResultTurn):
+        status = []
+        if turn.exit_code is not None:
+            status.append(f"exit {turn.exit_code}")
+        for flag in ("is_error", "killed", "timed_out", "aborted"):
+            if getattr(turn, flag):
+                status.append(flag.replace("is_", ""))
+        head = f"{turn.name} ({', '.join(status) or 'ok'})"
+        body = turn.error or turn.output
+        return shorten(f"{head}: {body}" if body.strip() else head, width)
+    if isinstance(turn, EventTurn):
+        return shorten(f"{turn.event}: {turn.text}" if turn.text else turn.event, width)
+    return ""
+
+
+def _args(data: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in list(data.items())[:3])
