@@ -1,0 +1,30 @@
+"""Shared test helpers: where the fixtures and the (optional) shared corpus live."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures"
+SHARED = Path(os.environ.get("FORENSICS_SHARED", REPO.parent / "shared"))
+CORPUS = SHARED / "corpus"
+FORMAT_EXAMPLES = SHARED / "docs" / "format-examples"
+
+needs_shared = pytest.mark.skipif(
+    not CORPUS.is_dir(), reason="../shared (corpus and format examples) is not beside the repo"
+)
+
+
+def corpus_files() -> list[Path]:
+    """Every real session in the shared corpus (opencode, claude, codex), sorted."""
+    if not CORPUS.is_dir():
+        return []
+    out: list[Path] = []
+    for sub in ("opencode", "claude", "codex"):
+        d = CORPUS / sub
+        if d.is_dir():
+            out.extend(sorted(p for p in d.iterdir() if p.is_file()))
+    return out
