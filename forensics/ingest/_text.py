@@ -1,0 +1,18 @@
+"""Text helpers shared by the readers: keep very long tool outputs bounded."""
+
+from __future__ import annotations
+
+HEAD_CHARS = 8 * 1024
+TAIL_CHARS = 8 * 1024
+
+
+def clip(text: str, head: int = HEAD_CHARS, tail: int = TAIL_CHARS) -> str:
+    """Keep the first ``head`` and last ``tail`` characters of a long text.
+
+    Errors and exit markers sit at either end of a long output, so both ends are kept and the
+    middle is replaced by a marker saying how much was left out.
+    """
+    if len(text) <= head + tail:
+        return text
+    omitted = len(text) - head - tail
+    return f"{text[:head]}\n…[{omitted} chars omitted]…\n{text[len(text) - tail:]}"
