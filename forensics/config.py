@@ -1,0 +1,136 @@
+"""User configuration: which rules run and with which parameters.
+
+Read from ``forensics.toml`` (top level) or ``[tool.forensics]`` in ``pyproject.toml``::
+
+    select = ["FX001", "duplicate-launch"]
+    ignore = ["user-resend"]
+
+    [rules.duplicate-launch]            # by slug or code
+    default_ports = { myserver = 9000 } # replaces the rule file's value
+    extend-server_commands = ["my-daemon"]  # appends to a list parameter
+
+Every key is checked against the rule's ``[params]`` on load; a typo is a ``ConfigError`` naming
+the file and key, not a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from forensics.errors import ConfigError
+from forensics.rules import RuleSpec, registry, resolve
+
+
+@dataclass
+class Config:
+    select: list[str] = field(default_factory=lambda: ["ALL"])
+    ignore: list[str] = field(default_factory=list)
+    params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Code -> the full parameter set after overrides."""
+    source: str | None = None
+
+    def rules(self) -> list[RuleSpec]:
+        chosen = resolve(self.select)
+        dropped = {s.code for s in resolve(self.ignore)} if self.ignore else set()
+        return [s for s in chosen if s.code not in dropped]
+
+    def params_for(self, spec: RuleSpec) -> dict[str, Any]:
+        return self.params.get(spec.code, spec.params)
+
+
+def find_config(start: Path | None = None) -> Path | None:
+    """``forensics.toml``, else a ``pyproject.toml`` with ``[tool.forensics]``, in ``start``."""
+    here = (start or Path.cwd()).resolve()
+    for candidate in (here / "forensics.toml", here / "pyproject.toml"):
+        if candidate.is_file():
+            if candidate.name == "pyproject.toml":
+                try:
+                    data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+                except (tomllib.TOMLDecodeError, OSError):
+                    continue
+                if "forensics" not in data.get("tool", {}):
+                    continue
+            return candidate
+    return None
+
+
+def load_config(path: Path | None = None, *, discover: bool = True) -> Config:
+    """The config at ``path`` (or discovered in the working folder), validated."""
+    if path is None and discover:
+        path = find_config()
+    if path is None:
+        return Config()
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    if Path(path).name == "pyproject.toml":
+        data = data.get("tool", {}).get("forensics", {})
+    return config_from_dict(data, source=str(path))
+
+
+def config_from_dict(data: dict[str, Any], *, source: str = "<config>") -> Config:
+    unknown = set(data) - {"select", "ignore", "rules"}
+    if unknown:
+        raise ConfigError(f"{source}: unknown key(s) {', '.join(sorted(unknown))}; "
+                          "expected select, ignore, [rules.<rule>]")
+    cfg = Config(source=source)
+    for key in ("select", "ignore"):
+        if key in data:
+            value = data[key]
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ConfigError(f"{source}: {key} must be a list of rule codes or slugs")
+            setattr(cfg, key, value)
+    try:
+        cfg.rules()
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    specs = registry()
+    by_name = {s.code: s for s in specs.values()} | {s.slug: s for s in specs.values()}
+    for name, overrides in data.get("rules", {}).items():
+        spec = by_name.get(name)
+        if spec is None:
+            raise ConfigError(f"{source}: [rules.{name}] names no rule")
+        cfg.params[spec.code] = _apply(spec, overrides, source)
+    return cfg
+
+
+def _apply(spec: RuleSpec, overrides: dict[str, Any], source: str) -> dict[str, Any]:
+    params = dict(spec.params)
+    for key, value in overrides.items():
+        extend = key.startswith("extend-")
+        name = key.removeprefix("extend-")
+        if name not in params:
+            raise ConfigError(
+                f"{source}: [rules.{spec.slug}] has no parameter {name!r}; "
+                f"known: {', '.join(sorted(params))}"
+            )
+        default = params[name]
+        if extend:
+            if isinstance(default, list) and isinstance(value, list):
+                params[name] = default + value
+            elif isinstance(default, dict) and isinstance(value, dict):
+                params[name] = default | value
+            else:
+                raise ConfigError(f"{source}: {key} extends lists and tables only")
+            continue
+        if not _same_type(default, value):
+            raise ConfigError(
+                f"{source}: [rules.{spec.slug}] {name} must be {type(default).__name__}, "
+                f"got {type(value).__name__}"
+            )
+        params[name] = value
+    return params
+
+
+def _same_type(default: Any, value: Any) -> bool:
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(default, bool) and isinstance(value, bool)
+    if isinstance(default, (int, float)):
+        return isinstance(value, (int, float))
+    return isinstance(value, type(default))

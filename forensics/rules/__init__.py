@@ -1,0 +1,159 @@
+"""The rule registry: rule files (``rules/*.toml``) joined to their detection code.
+
+A rule is data for what it is (identity, prose, severity, parameters, examples) and code for how
+it detects. ``@rule("FX003")`` registers the detection function; ``registry()`` joins every TOML
+file to exactly one function and refuses any mismatch: a file without code, code without a file,
+a file name that is not ``{id}-{slug}.toml``, ``[params]`` keys that are not the function's
+keyword-only parameters, duplicate ids or slugs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import tomllib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from forensics.errors import ConfigError, RuleError
+from forensics.findings import Finding
+from forensics.model import Session
+from forensics.resources import rules_dir
+
+RuleFunc = Callable[..., Iterator[Finding]]
+
+_IMPLEMENTATIONS: dict[str, RuleFunc] = {}
+
+
+def rule(code: str) -> Callable[[RuleFunc], RuleFunc]:
+    """Register the detection function for rule ``code`` (its metadata lives in rules/)."""
+
+    def register(func: RuleFunc) -> RuleFunc:
+        if code in _IMPLEMENTATIONS:
+            raise RuleError(f"{code} is implemented twice")
+        _IMPLEMENTATIONS[code] = func
+        return func
+
+    return register
+
+
+@dataclass(frozen=True)
+class Example:
+    kind: str  # "positive" | "negative"
+    text: str
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    """A rule file joined to its implementation."""
+
+    code: str
+    slug: str
+    title: str
+    severity: str
+    status: str
+    summary: str
+    rationale: str
+    remediation: str
+    falsepositives: tuple[str, ...]
+    params: dict[str, Any]
+    func: RuleFunc = field(repr=False, compare=False)
+    examples: tuple[Example, ...] = ()
+    path: str = ""
+
+    def run(self, session: Session, params: dict[str, Any] | None = None) -> Iterator[Finding]:
+        return self.func(session, **(params if params is not None else self.params))
+
+
+def _import_rule_modules() -> None:
+    import forensics.rules as pkg
+
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if info.name.startswith("fx"):
+            importlib.import_module(f"{pkg.__name__}.{info.name}")
+
+
+def _keyword_params(func: RuleFunc) -> set[str]:
+    sig = inspect.signature(func)
+    return {n for n, p in sig.parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+def _load_spec(path, func: RuleFunc | None) -> RuleSpec:
+    where = str(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise RuleError(f"{where}: {exc}") from None
+    missing = [k for k in ("id", "slug", "title", "severity", "summary") if k not in data]
+    if missing:
+        raise RuleError(f"{where}: missing {', '.join(missing)}")
+    code, slug = data["id"], data["slug"]
+    if path.name != f"{code}-{slug}.toml":
+        raise RuleError(f"{where}: file name must be {code}-{slug}.toml")
+    if func is None:
+        raise RuleError(f"{where}: no implementation registered for {code}")
+    params = dict(data.get("params", {}))
+    expected = _keyword_params(func)
+    if set(params) != expected:
+        raise RuleError(
+            f"{where}: [params] keys {sorted(params)} differ from {func.__name__}'s "
+            f"keyword-only parameters {sorted(expected)}"
+        )
+    examples = tuple(
+        Example(kind=e.get("kind", "positive"), text=e.get("text", ""))
+        for e in data.get("examples", [])
+    )
+    return RuleSpec(
+        code=code,
+        slug=slug,
+        title=data["title"],
+        severity=data["severity"],
+        status=data.get("status", "stable"),
+        summary=data["summary"],
+        rationale=data.get("rationale", ""),
+        remediation=data.get("remediation", ""),
+        falsepositives=tuple(data.get("falsepositives", [])),
+        params=params,
+        func=func,
+        examples=examples,
+        path=where,
+    )
+
+
+@cache
+def registry() -> dict[str, RuleSpec]:
+    """Every rule, keyed by code, in code order. Raises ``RuleError`` on any mismatch."""
+    _import_rule_modules()
+    specs: dict[str, RuleSpec] = {}
+    slugs: set[str] = set()
+    files = sorted(rules_dir().glob("FX*.toml"))
+    for path in files:
+        code = path.name.split("-", 1)[0]
+        spec = _load_spec(path, _IMPLEMENTATIONS.get(code))
+        if spec.code in specs or spec.slug in slugs:
+            raise RuleError(f"{path}: duplicate rule id or slug ({spec.code}, {spec.slug})")
+        specs[spec.code] = spec
+        slugs.add(spec.slug)
+    orphans = sorted(set(_IMPLEMENTATIONS) - set(specs))
+    if orphans:
+        raise RuleError(f"rules implemented without a rule file: {', '.join(orphans)}")
+    return specs
+
+
+def resolve(names: list[str] | tuple[str, ...]) -> list[RuleSpec]:
+    """Rules named by code (``FX001``), code prefix (``FX``) or slug, in registry order."""
+    specs = registry()
+    chosen: list[RuleSpec] = []
+    for name in names:
+        hits = [
+            s for s in specs.values()
+            if name.lower() == s.slug or s.code.lower().startswith(name.lower()) or name == "ALL"
+        ]
+        if not hits:
+            known = ", ".join(f"{s.code} {s.slug}" for s in specs.values())
+            raise ConfigError(f"unknown rule {name!r}; known rules: {known}")
+        chosen.extend(h for h in hits if h not in chosen)
+    return sorted(chosen, key=lambda s: s.code)
