@@ -76,7 +76,7 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _error_message(error: dict[str, Any]) -> str:
+def error_message(error: dict[str, Any]) -> str:
     data = _dict(error.get("data"))
     message = data.get("message", error.get("message"))
     return message if isinstance(message, str) else ""
@@ -332,7 +332,7 @@ class SessionBuilder:
                     ordinal=0, anchor=ctx.anchor, event="retry", file=ctx.part_file(part),
                     line=ctx.part_line(part),
                     time=seconds(_dict(part.get("time")).get("created")) or time,
-                    text=_error_message(retry_error),
+                    text=error_message(retry_error),
                     detail={"attempt": part.get("attempt"), "name": retry_error.get("name"),
                             **_status_code(retry_error)}))
             elif kind == "compaction":
@@ -360,7 +360,7 @@ class SessionBuilder:
             message_id=_str(info.get("id")) or None,
             text="\n".join(texts), reasoning="\n".join(reasoning), tool_calls=calls,
             model=model, finish=finish, aborted=aborted,
-            error=ProviderError(name=error_name, message=_error_message(error)) if error else None,
+            error=ProviderError(name=error_name, message=error_message(error)) if error else None,
             tokens_in=tokens_in if isinstance(tokens_in, int) else None,
             tokens_out=tokens_out if isinstance(tokens_out, int) else None,
             part_kinds=kinds,
@@ -374,7 +374,7 @@ class SessionBuilder:
             detail = {"name": error_name, **_status_code(error)}
             self.turns.append(EventTurn(
                 ordinal=0, anchor=ctx.anchor, file=ctx.file, line=ctx.line, time=end,
-                event="abort" if aborted else "api_error", text=_error_message(error),
+                event="abort" if aborted else "api_error", text=error_message(error),
                 detail=detail))
 
     def _summary(self, info: dict[str, Any], parts: list[dict[str, Any]], ctx: "_Where",
@@ -481,7 +481,7 @@ def _v2_assistant(msg_id: str, data: dict[str, Any]) -> tuple[dict[str, Any], li
         name = _str(error.get("name")) or _str(error.get("type")) or "UnknownError"
         if name in ("aborted", "abort"):
             name = ABORTED_ERROR
-        info["error"] = {"name": name, "data": {"message": _error_message(error)}}
+        info["error"] = {"name": name, "data": {"message": error_message(error)}}
     parts: list[dict[str, Any]] = []
     for item in data.get("content") or []:
         if not isinstance(item, dict):
@@ -518,7 +518,7 @@ def _v2_tool(item: dict[str, Any]) -> dict[str, Any]:
         v1_state["output"] = output
     elif status == "error":
         err = state.get("error")
-        v1_state["error"] = _error_message(err) if isinstance(err, dict) else _str(err)
+        v1_state["error"] = error_message(err) if isinstance(err, dict) else _str(err)
     return {"type": "tool", "id": item.get("id"), "callID": item.get("id"),
             "tool": item.get("name"), "state": v1_state}
 
