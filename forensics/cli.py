@@ -48,7 +48,7 @@ def fail(message: str) -> "typer.Exit":
     return typer.Exit(EXIT_ERROR)
 
 
-def load_sessions(path: Path, input_format: str | None):
+def load_sessions(path: Path, input_format: str | None, *, quiet_empty: bool = False):
     """Sessions of PATH; per-file errors in a folder are printed and skipped."""
     from forensics.ingest import iter_sessions
 
@@ -59,7 +59,7 @@ def load_sessions(path: Path, input_format: str | None):
         raise fail(str(exc))
     for err in errors:
         typer.echo(f"forensics: {err}", err=True)
-    if not sessions:
+    if not sessions and not quiet_empty:
         raise fail(f"{path}: no agent sessions found")
     return sessions, errors
 
@@ -92,6 +92,198 @@ def turns(
         for issue in s.issues:
             typer.echo(f"  issue: {issue}")
         typer.echo("")
+
+
+class ScanFormat(str, Enum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+    html = "html"
+
+
+SCHEMA_VERSION = 1
+"""Version of the ``scan --format json`` document; bumped only on breaking changes."""
+
+Select = Annotated[Optional[list[str]], typer.Option(
+    "--select", help="Only these rules (code, code prefix or slug); repeatable.")]
+Ignore = Annotated[Optional[list[str]], typer.Option(
+    "--ignore", help="Skip these rules (code, code prefix or slug); repeatable.")]
+ConfigPath = Annotated[Optional[Path], typer.Option(
+    "--config", help="forensics.toml or pyproject.toml with [tool.forensics].")]
+
+
+def build_config(config: Path | None, select: list[str] | None, ignore: list[str] | None):
+    """The effective config: file (given or discovered), then command-line selection."""
+    from forensics.config import load_config
+
+    try:
+        cfg = load_config(config)
+        if select:
+            cfg.select = list(select)
+        if ignore:
+            cfg.ignore = cfg.ignore + list(ignore)
+        cfg.rules()  # validates names
+    except ForensicsError as exc:
+        raise fail(str(exc))
+    return cfg
+
+
+@app.command()
+def scan(
+    paths: Annotated[list[Path], typer.Argument(help="Session files, folders or data dirs.")],
+    format: Annotated[ScanFormat, typer.Option("--format", "-f")] = ScanFormat.text,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o",
+                      help="Write to this file instead of standard output.")] = None,
+    select: Select = None,
+    ignore: Ignore = None,
+    config: ConfigPath = None,
+    input_format: InputFormat = None,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Treat unreadable records and rule crashes as errors (exit 2).")] = False,
+    redact: Annotated[bool, typer.Option(
+        "--redact/--no-redact", help="Redact secrets in markdown/html output.")] = True,
+) -> None:
+    """Find incidents in sessions: empty replies, duplicate launches, ignored errors, re-sends."""
+    from forensics.engine import scan_session
+
+    cfg = build_config(config, select, ignore)
+    results, read_errors = [], []
+    for path in paths:
+        sessions, errors = load_sessions(path, input_format, quiet_empty=len(paths) > 1)
+        read_errors.extend(errors)
+        rules = cfg.rules()
+        results.extend(scan_session(s, cfg, rules) for s in sessions)
+    if not results:
+        raise fail("no agent sessions could be read")
+    if format is ScanFormat.json:
+        text = render_json(results, read_errors)
+    elif format is ScanFormat.text:
+        text = render_text(results, read_errors)
+    else:
+        from forensics import report
+
+        text = "\n".join(report.render_session(r, fmt=format.value, redact=redact)
+                         for r in results)
+    if output:
+        output.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    incidents = sum(len(r.incidents) for r in results)
+    problems = read_errors or any(r.crashes or r.session.issues for r in results)
+    if strict and problems:
+        raise typer.Exit(EXIT_ERROR)
+    raise typer.Exit(EXIT_FINDINGS if incidents else EXIT_CLEAN)
+
+
+def render_json(results, read_errors) -> str:
+    """The ``scan --format json`` contract that CI scripts rely on (see README)."""
+    import orjson
+
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "sessions": [
+            {
+                "id": r.session.id,
+                "source": r.session.source,
+                "agent": r.session.agent,
+                "format": r.session.format,
+                "parent_id": r.session.parent_id,
+                "turns": len(r.session.turns),
+                "issues": [str(i) for i in r.session.issues],
+                "notes": r.session.notes,
+                "rule_errors": [str(c) for c in r.crashes],
+            }
+            for r in results
+        ],
+        "findings": [
+            {
+                "rule": i.rule,
+                "code": i.code,
+                "severity": i.severity,
+                "severity_reason": i.severity_reason,
+                "session_id": i.session_id,
+                "source": i.source,
+                "turn": i.turn,
+                "anchor": i.anchor,
+                "evidence": i.evidence,
+                "message": i.message,
+                "fingerprint": i.fingerprint,
+            }
+            for r in results
+            for i in r.incidents
+        ],
+        "errors": [str(e) for e in read_errors],
+    }
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+def render_text(results, read_errors) -> str:
+    lines: list[str] = []
+    total = 0
+    for r in results:
+        s = r.session
+        head = f"{s.source}  session {s.id} ({s.agent}, {len(s.turns)} turns)"
+        if s.parent_id:
+            head += f", subagent of {s.parent_id}"
+        lines.append(head)
+        if not r.incidents:
+            lines.append("  no incidents")
+        for i in r.incidents:
+            total += 1
+            lines.append(f"  {i.severity.upper():<6} {i.code} {i.rule:<20} turn {i.turn:<5} "
+                         f"{i.anchor}")
+            lines.append(f"         {i.message}")
+            if i.evidence:
+                lines.append(f"         evidence: {', '.join(i.evidence[:6])}"
+                             + (" …" if len(i.evidence) > 6 else ""))
+            lines.append(f"         severity: {i.severity_reason}")
+        for issue in s.issues[:20]:
+            lines.append(f"  read issue: {issue}")
+        if len(s.issues) > 20:
+            lines.append(f"  … {len(s.issues) - 20} more read issues")
+        for crash in r.crashes:
+            lines.append(f"  rule error: {crash}")
+        lines.append("")
+    for err in read_errors:
+        lines.append(f"unreadable: {err}")
+    sessions = len(results)
+    lines.append(f"{total} incident{'s' * (total != 1)} in {sessions} "
+                 f"session{'s' * (sessions != 1)}" + (f", {len(read_errors)} unreadable"
+                                                     if read_errors else ""))
+    return "\n".join(lines) + "\n"
+
+
+@app.command("rules")
+def rules_command(
+    name: Annotated[Optional[str], typer.Argument(help="Show one rule's documentation.")] = None,
+) -> None:
+    """List the rules, or print one rule's documentation."""
+    from forensics.rules import registry, resolve
+
+    try:
+        specs = resolve([name]) if name else list(registry().values())
+    except ForensicsError as exc:
+        raise fail(str(exc))
+    if not name:
+        for s in specs:
+            typer.echo(f"{s.code}  {s.slug:<20} {s.severity:<7} {s.status:<8} {s.title}")
+        return
+    for s in specs:
+        typer.echo(f"{s.code} {s.slug}: {s.title}\n")
+        typer.echo(f"{s.summary}\n")
+        if s.rationale:
+            typer.echo(f"Why it matters:\n{s.rationale.strip()}\n")
+        if s.falsepositives:
+            typer.echo("Not flagged / known false positives:")
+            for fp in s.falsepositives:
+                typer.echo(f"  - {fp}")
+            typer.echo("")
+        if s.remediation:
+            typer.echo(f"What to do:\n{s.remediation.strip()}\n")
+        typer.echo("Parameters (override in forensics.toml under [rules." + s.slug + "]):")
+        for k, v in s.params.items():
+            shown = repr(v)
+            typer.echo(f"  {k} = {shown if len(shown) < 100 else shown[:97] + '...'}")
 
 
 @app.command()
