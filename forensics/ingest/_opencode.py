@@ -183,7 +183,7 @@ class SessionBuilder:
     def build(self) -> Session:
         info = self.info
         for what, n in self._unknown.items():
-            self.issue(f"{n} record{'s' if n > 1 else ''} of unknown {what}")
+            self.issue(f"unknown {what} ({n} record{'s' if n > 1 else ''} skipped)")
         renumber(self.turns)
         times = _dict(info.get("time"))
         location = _dict(info.get("location"))
@@ -334,7 +334,7 @@ class SessionBuilder:
                     time=seconds(_dict(part.get("time")).get("created")) or time,
                     text=error_message(retry_error),
                     detail={"attempt": part.get("attempt"), "name": retry_error.get("name"),
-                            **_status_code(retry_error)}))
+                            **status_code(retry_error)}))
             elif kind == "compaction":
                 after.append(EventTurn(
                     ordinal=0, anchor=ctx.anchor, event="compaction", time=time, file=ctx.file,
@@ -371,7 +371,7 @@ class SessionBuilder:
         self.turns.extend(after)
         if error:
             end = seconds(times.get("completed")) or time
-            detail = {"name": error_name, **_status_code(error)}
+            detail = {"name": error_name, **status_code(error)}
             self.turns.append(EventTurn(
                 ordinal=0, anchor=ctx.anchor, file=ctx.file, line=ctx.line, time=end,
                 event="abort" if aborted else "api_error", text=error_message(error),
@@ -456,7 +456,7 @@ class _Where:
         return self.part_files.get(_str(part.get("id")), self.file)
 
 
-def _status_code(error: dict[str, Any]) -> dict[str, Any]:
+def status_code(error: dict[str, Any]) -> dict[str, Any]:
     code = _dict(error.get("data")).get("statusCode")
     return {"status_code": code} if isinstance(code, int) else {}
 
@@ -478,9 +478,8 @@ def _v2_assistant(msg_id: str, data: dict[str, Any]) -> tuple[dict[str, Any], li
     error = _dict(data.get("error"))
     if error:
         # 2.x errors are {type, message}; keep the v1 {name, data:{message}} shape.
-        name = _str(error.get("name")) or _str(error.get("type")) or "UnknownError"
-        if name in ("aborted", "abort"):
-            name = ABORTED_ERROR
+        name = _str(error.get("name")) or _str(error.get("type"))
+        name = _V2_ERROR_NAMES.get(name, name or "UnknownError")
         info["error"] = {"name": name, "data": {"message": error_message(error)}}
     parts: list[dict[str, Any]] = []
     for item in data.get("content") or []:
@@ -523,5 +522,6 @@ def _v2_tool(item: dict[str, Any]) -> dict[str, Any]:
             "tool": item.get("name"), "state": v1_state}
 
 
+_V2_ERROR_NAMES = {"unknown": "UnknownError", "aborted": ABORTED_ERROR, "abort": ABORTED_ERROR}
 V2_TYPES = {"user", "assistant", "system", "synthetic", "shell", "compaction", "agent-switched",
             "model-switched", "location-switched"}

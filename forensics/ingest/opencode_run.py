@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, BinaryIO
 
 from forensics.errors import IngestError
-from forensics.ingest._opencode import ABORTED_ERROR, SessionBuilder, error_message, seconds
+from forensics.ingest._opencode import ABORTED_ERROR, SessionBuilder, error_message, seconds, status_code
 from forensics.ingest._source import iter_jsonl
 from forensics.model import ReadIssue, Session
 
@@ -87,7 +87,7 @@ class _Stream:
                 name = error.get("name") if isinstance(error.get("name"), str) else "UnknownError"
                 b.add_event("abort" if name == ABORTED_ERROR else "api_error", f"L{line}",
                             text=error_message(error), time=seconds(ts),
-                            detail={"name": name}, line=line)
+                            detail={"name": name, **status_code(error)}, line=line)
         b.notes.append(NOTE)
         return b.build()
 
