@@ -1,0 +1,276 @@
+"""FX003 ignored-tool-error: a tool call failed and the assistant carried on as if it had not.
+
+A failure is dealt with when, before the user writes again, the assistant's text or reasoning
+refers to it (names the error, quotes a file, code or name from the output, or uses a word for
+failure in any language), or a later call retries it or investigates it (touches a file, name or
+port the error mentions, reruns the same program on the same target), or the user interrupted.
+Structure comes first: quoting the error's own tokens works in every language.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from functools import lru_cache
+
+import orjson
+
+from forensics.findings import Finding
+from forensics.model import AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn, UserTurn
+from forensics.rules import rule
+from forensics.rules._walk import STOP_EVENTS
+from forensics.shell import program, split_commands
+from forensics.timeline import shorten
+
+_PATH = re.compile(r"(?:[A-Za-z]:)?[\w.~-]*[/\\][\w./\\@+-]+")
+_QUOTED = re.compile(r"[`'\"“‘]([^`'\"”’\n]{3,80})[`'\"”’]")
+_NAMES = re.compile(r"\b[A-Z][A-Za-z]*(?:Error|Exception|Exit|Fault)\b|\bE[A-Z]{3,}\b"
+                    r"|\b[A-Z]{1,4}\d{3,5}\b")
+_MODULE = re.compile(r"No module named ['\"]?([\w.]+)|Cannot find module ['\"]([^'\"]+)"
+                     r"|command not found: (\S+)|(\S+): command not found")
+_COMMON = frozenset({"error", "errors", "exception", "warning", "the", "and", "this", "that",
+                     "true", "false", "none", "null", "/dev/null", "/tmp", "/usr/bin/env"})
+
+
+@rule("FX003")
+def ignored_tool_error(
+    session: Session,
+    *,
+    probe_commands: Sequence[str],
+    probe_patterns: Sequence[str],
+    benign_commands: Sequence[str],
+    death_patterns: Sequence[str],
+    failure_text_patterns: Sequence[str],
+    acknowledgements: Sequence[str],
+    handoffs: Sequence[str],
+    success_claims: Sequence[str],
+) -> Iterator[Finding]:
+    k = _knowledge(tuple(probe_commands), tuple(probe_patterns), tuple(benign_commands),
+                   tuple(death_patterns), tuple(failure_text_patterns), tuple(acknowledgements),
+                   tuple(handoffs), tuple(success_claims))
+    for result in session.turns:
+        if not isinstance(result, ToolResultTurn) or result.aborted:
+            continue
+        owner = session.call_for(result)
+        call = owner[1] if owner else None
+        failure = _failure(result, call, k)
+        if failure is None:
+            continue
+        later = _rest_of_exchange(session, result.ordinal)
+        if _user_stopped(later):
+            continue
+        replies = [t for t in later if isinstance(t, AssistantTurn)]
+        if not replies or _dealt_with(result, call, replies, k):
+            continue
+        yield _finding(session, result, owner, failure, replies, k)
+
+
+class _Knowledge:
+    def __init__(self, probes, probe_patterns, benign, death, failure_text, acks, handoffs,
+                 claims):
+        self.probes = frozenset(probes)
+        self.probe_patterns = [re.compile(p) for p in probe_patterns]
+        self.benign = frozenset(benign)
+        self.death = _any_of(death)
+        self.failure_text = _any_of(failure_text)
+        self.acks = _phrases(acks, prefix=True)
+        self.handoffs = _phrases(handoffs, prefix=True)
+        self.claims = _phrases(claims)
+
+
+@lru_cache(maxsize=8)
+def _knowledge(*params) -> _Knowledge:
+    return _Knowledge(*params)
+
+
+def _any_of(patterns: Sequence[str]) -> re.Pattern[str]:
+    """One multiline regex from many; a leading ``(?i)`` stays local to its pattern."""
+    alts = []
+    for p in patterns:
+        p = p.removeprefix("(?m)")
+        alts.append(f"(?i:{p[4:]})" if p.startswith("(?i)") else f"(?:{p})")
+    return re.compile("|".join(alts), re.MULTILINE)
+
+
+def _phrases(words: Sequence[str], *, prefix: bool = False) -> re.Pattern[str]:
+    """Match any phrase; ASCII words at word boundaries (``prefix``: fail -> failed, fails),
+    other scripts anywhere."""
+    alts = []
+    end = "" if prefix else r"\b"
+    for w in sorted(words, key=len, reverse=True):
+        esc = re.escape(w.lower())
+        alts.append(rf"\b{esc}{end}" if w.isascii() and w[:1].isalnum() else esc)
+    return re.compile("|".join(alts))
+
+
+# -- what counts as a failure -------------------------------------------------------------
+
+
+def _failure(result: ToolResultTurn, call: ToolCall | None, k: _Knowledge) -> str | None:
+    """How the call failed, in words, or None when it did not (or only probed)."""
+    text = result.error or result.output
+    died = k.death.search(result.output) if result.output else None
+    if died:
+        return f"output reports `{died.group(0).strip()}`"
+    command = call.command if call else None
+    if command and _is_probe(command, k):
+        return None
+    if result.timed_out:
+        return "was killed at the harness timeout"
+    if result.killed:
+        return "was killed by a signal"
+    if result.exit_code not in (None, 0):
+        return f"exited with status {result.exit_code}"
+    if result.is_error:
+        return f"failed: {shorten(text, 80)}" if text.strip() else "failed"
+    if result.exit_code is None and text:
+        m = k.failure_text.search(text)
+        if m:
+            return f"reported `{shorten(m.group(0).strip(), 60)}`"
+    return None
+
+
+def _is_probe(command: str, k: _Knowledge) -> bool:
+    simple = split_commands(command)
+    if not simple:
+        return False
+    kinds = []
+    for s in simple:
+        prog, _args = program(s)
+        if prog in k.probes or any(p.search(s) for p in k.probe_patterns):
+            kinds.append("probe")
+        elif prog in k.benign or not prog:
+            kinds.append("benign")
+        else:
+            kinds.append("other")
+    if "other" not in kinds:
+        return "probe" in kinds
+    # The chain's status is its last command's: a probe at the end answers the question.
+    last = next(k_ for k_ in reversed(kinds) if k_ != "benign") if "probe" in kinds else "other"
+    return last == "probe"
+
+
+# -- what counts as dealing with it -----------------------------------------------------------
+
+
+def _rest_of_exchange(session: Session, ordinal: int) -> list:
+    out = []
+    for t in session.turns[ordinal:]:
+        if isinstance(t, UserTurn):
+            break
+        out.append(t)
+    return out
+
+
+def _user_stopped(later: list) -> bool:
+    for t in later:
+        if isinstance(t, EventTurn) and t.event in STOP_EVENTS:
+            return True
+        if isinstance(t, AssistantTurn) and t.aborted:
+            return True
+    return False
+
+
+def salient_tokens(result: ToolResultTurn, call: ToolCall | None) -> set[str]:
+    """Names, files, codes and quoted words from the failure that a reaction would mention."""
+    text = (result.error or "") + "\n" + _edges(result.output)
+    tokens: set[str] = set()
+    for m in _PATH.finditer(text):
+        path = m.group(0).strip(".,:;()[]'\"")
+        if len(path) > 3:
+            tokens.add(path)
+            base = re.split(r"[/\\]", path)[-1]
+            if len(base) > 3 and "." in base:
+                tokens.add(base)
+    for m in _QUOTED.finditer(text):
+        tokens.add(m.group(1).strip())
+    tokens.update(_NAMES.findall(text))
+    for m in _MODULE.finditer(text):
+        tokens.update(g for g in m.groups() if g)
+    if call is not None:
+        for key in ("filePath", "file_path", "path", "filename", "notebook_path"):
+            value = call.input.get(key)
+            if isinstance(value, str) and value:
+                tokens.add(value)
+                tokens.add(re.split(r"[/\\]", value)[-1])
+    return {t for t in tokens if len(t) > 3 and t.lower() not in _COMMON}
+
+
+def _edges(text: str, size: int = 2000) -> str:
+    return text if len(text) <= 2 * size else text[:size] + "\n" + text[-size:]
+
+
+def _dealt_with(result: ToolResultTurn, call: ToolCall | None, replies: list[AssistantTurn],
+                k: _Knowledge) -> bool:
+    tokens = salient_tokens(result, call)
+    lowered = {t.lower() for t in tokens}
+    failed_prog = _main_program(call.command) if call and call.command else None
+    for reply in replies:
+        words = f"{reply.text}\n{reply.reasoning}".lower()
+        if words.strip():
+            if k.acks.search(words) or k.handoffs.search(words):
+                return True
+            if any(t in words for t in lowered):
+                return True
+        for later in reply.tool_calls:
+            if call is not None and _same_call(call, later, failed_prog):
+                return True
+            blob = (later.command or orjson.dumps(later.input).decode()).lower()
+            if any(t in blob for t in lowered):
+                return True
+    return False
+
+
+def _main_program(command: str) -> tuple[str, tuple[str, ...]] | None:
+    for s in reversed(split_commands(command)):
+        prog, args = program(s)
+        if prog and prog not in ("cd", "echo", "export", "source", "sleep"):
+            return prog, tuple(a for a in args if not a.startswith("-"))
+    return None
+
+
+def _same_call(call: ToolCall, later: ToolCall, failed_prog) -> bool:
+    """A retry: the same tool on the same target, or the same program on the same arguments."""
+    if call.command and later.command:
+        if " ".join(call.command.split()) == " ".join(later.command.split()):
+            return True
+        again = _main_program(later.command)
+        if failed_prog and again and failed_prog[0] == again[0]:
+            if not failed_prog[1] or set(failed_prog[1]) & set(again[1]):
+                return True
+        return False
+    if call.name == later.name:
+        for key in ("filePath", "file_path", "path", "url", "pattern"):
+            if key in call.input and call.input.get(key) == later.input.get(key):
+                return True
+    return False
+
+
+# -- the finding ------------------------------------------------------------------------------
+
+
+def _finding(session: Session, result: ToolResultTurn, owner, failure: str,
+             replies: list[AssistantTurn], k: _Knowledge) -> Finding:
+    turn, call = owner if owner else (result, None)
+    what = f"`{shorten(call.command, 90)}`" if call and call.command else (
+        f"the {result.name or 'tool'} call")
+    first = replies[0]
+    claims = [r for r in replies if r.text.strip() and k.claims.search(r.text.lower())]
+    if not first.visible and not first.aborted and first.error is None:
+        severity = "high"
+        reason = "the reply right after the failure was empty"
+        outcome = "the next reply was empty"
+    elif claims:
+        severity = "high"
+        reason = "the assistant's text claims success despite the failure"
+        outcome = f"the assistant went on to say \"{shorten(claims[-1].text, 80)}\""
+    else:
+        severity = "medium"
+        reason = "the assistant moved on without a word about the failure"
+        outcome = "the assistant moved on without mentioning it"
+    evidence = [result.ordinal] + [r.ordinal for r in replies[:3]]
+    return Finding(
+        turn=turn.ordinal, anchor=call.anchor if call else turn.anchor, severity=severity,
+        severity_reason=reason, evidence=evidence,
+        message=f"{what} {failure}; {outcome}.",
+    )
