@@ -1,0 +1,56 @@
+"""ISO-8601 timestamps to Unix seconds, fast enough to call on every line of a large log.
+
+Claude Code and Codex stamp every line with an RFC 3339 UTC time (``2025-11-20T10:15:03.004Z``).
+Consecutive lines share their date, hour and minute, so the epoch of that minute is cached and
+only the seconds are parsed per line; anything else goes through ``datetime.fromisoformat``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+_MINUTES: dict[str, float] = {}
+_MAX_CACHED = 4096
+
+
+def iso_to_unix(value: object) -> float | None:
+    """Unix seconds for an ISO-8601 string (or a number already in seconds/ms); None if unreadable."""
+    if isinstance(value, str):
+        # Fast path: "YYYY-MM-DDTHH:MM:SS[.fff]Z".
+        if len(value) >= 20 and value[-1] == "Z" and value[16:17] == ":" and value[10:11] == "T":
+            base = _MINUTES.get(value[:16])
+            if base is None:
+                base = _slow(value[:16] + ":00+00:00")
+                if base is None:
+                    return _slow(value)
+                if len(_MINUTES) >= _MAX_CACHED:
+                    _MINUTES.clear()
+                _MINUTES[value[:16]] = base
+            try:
+                seconds = float(value[17:-1])
+            except ValueError:
+                return _slow(value)
+            if 0.0 <= seconds < 61.0:
+                return base + seconds
+            return _slow(value)
+        return _slow(value)
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        if not 0 < value < 1e15:
+            return None
+        return float(value) / 1000.0 if value > 1e11 else float(value)
+    return None
+
+
+def _slow(value: str) -> float | None:
+    try:
+        dt = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    try:
+        return dt.timestamp()
+    except (OverflowError, OSError, ValueError):
+        return None
