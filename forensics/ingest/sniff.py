@@ -13,7 +13,7 @@ HEAD_BYTES = 256 * 1024
 OPENCODE_RUN_TYPES = {"step_start", "text", "reasoning", "tool_use", "step_finish", "error", "done"}
 CLAUDE_TYPES = {"summary", "user", "assistant", "system", "file-history-snapshot",
                 "queue-operation", "attachment", "custom-title", "ai-title", "last-prompt", "mode",
-                "progress"}
+                "progress", "permission-mode", "agent-name"}
 CODEX_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
 
 
@@ -60,8 +60,8 @@ def _sniff_record(obj: dict) -> str | None:
         return "opencode-run"
     if "sessionId" in obj and ("uuid" in obj or "parentUuid" in obj):
         return "claude-code"
-    if kind in CLAUDE_TYPES and ("message" in obj or kind in {"summary", "file-history-snapshot",
-                                                              "queue-operation"}):
+    if kind in CLAUDE_TYPES and ("message" in obj or "sessionId" in obj or kind in {
+            "summary", "file-history-snapshot", "queue-operation"}):
         return "claude-code"
     return None
 
