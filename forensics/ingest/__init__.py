@@ -69,6 +69,13 @@ def read_bytes(data: bytes, *, source: str, format: str | None = None) -> list[S
 
 
 def _peek(stream: BinaryIO) -> bytes:
+    # BufferedReader.peek returns at most its buffer (8 KB), too little when a first line
+    # (Codex session_meta with its instructions) is longer: read and rewind when we can.
+    if stream.seekable():
+        pos = stream.tell()
+        head = stream.read(HEAD_BYTES)
+        stream.seek(pos)
+        return head
     if hasattr(stream, "peek"):
         head = stream.peek(HEAD_BYTES)[:HEAD_BYTES]
         if head:
