@@ -352,8 +352,12 @@ class SessionBuilder:
                 self.unknown(f"part type {kind!r}")
 
         tokens = _dict(info.get("tokens"))
-        tokens_in = tokens.get("input") if tokens else (step_tokens[0] if saw_step_tokens else None)
-        tokens_out = tokens.get("output") if tokens else (step_tokens[1] if saw_step_tokens else None)
+        if tokens:
+            tokens_in, tokens_out = tokens.get("input"), tokens.get("output")
+        elif saw_step_tokens:  # no message info (run --format json): sum the steps
+            tokens_in, tokens_out = step_tokens
+        else:
+            tokens_in = tokens_out = None
         finish = info.get("finish") if isinstance(info.get("finish"), str) else finish_reason
         turn = AssistantTurn(
             ordinal=0, anchor=ctx.anchor, file=ctx.file, line=ctx.line, time=time,

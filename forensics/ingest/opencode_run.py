@@ -13,7 +13,13 @@ from __future__ import annotations
 from typing import Any, BinaryIO
 
 from forensics.errors import IngestError
-from forensics.ingest._opencode import ABORTED_ERROR, SessionBuilder, error_message, seconds, status_code
+from forensics.ingest._opencode import (
+    ABORTED_ERROR,
+    SessionBuilder,
+    error_message,
+    seconds,
+    status_code,
+)
 from forensics.ingest._source import iter_jsonl
 from forensics.model import ReadIssue, Session
 

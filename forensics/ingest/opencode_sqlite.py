@@ -179,7 +179,7 @@ def _v1_session(con: sqlite3.Connection, ses: str, info: dict[str, Any] | None,
                                 parts.pop(row["id"], []))
     if parts:
         n = sum(len(v) for v in parts.values())
-        builder.issue(f"{n} parts belong to {len(parts)} messages that are not in the message table")
+        builder.issue(f"{n} parts belong to {len(parts)} messages missing from the message table")
     return builder
 
 
