@@ -39,6 +39,10 @@ EventName = Literal[
 ]
 
 
+NO_CONTENT = "(no content)"
+"""Claude Code's placeholder for a message with nothing in it; never visible text."""
+
+
 class _Frozenish(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=False)
 
@@ -106,7 +110,10 @@ class AssistantTurn(_TurnBase):
     @property
     def visible(self) -> bool:
         """Did the user see anything: non-blank text or a tool call."""
-        return bool(self.tool_calls) or bool(self.text.strip())
+        if self.tool_calls:
+            return True
+        text = self.text.strip()
+        return bool(text) and text != NO_CONTENT
 
 
 class ToolResultTurn(_TurnBase):

@@ -1,0 +1,163 @@
+"""FX004 user-resend: the user had to say it again.
+
+Two messages are compared on what the user typed: a slash command on its name and arguments, not
+on the template it expands to. Identical or near-identical long messages count when the earlier
+one got a reply and the user repeated it next; short ones, continuation words and slash commands
+count only when the reply they repeat was empty, failed, errored or (for explicit retries)
+aborted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from difflib import SequenceMatcher
+from typing import Literal
+
+from forensics.findings import Finding
+from forensics.model import AssistantTurn, EventTurn, Session, ToolResultTurn, UserTurn
+from forensics.rules import rule
+from forensics.rules._walk import STOP_EVENTS
+from forensics.timeline import shorten
+
+ReplyStatus = Literal["none", "aborted", "error", "empty", "failed", "ok"]
+BAD = frozenset({"error", "empty", "failed"})
+_PUNCT = re.compile(r"[\s\.\!\?。！？，,…~]+$")
+
+
+@rule("FX004")
+def user_resend(
+    session: Session,
+    *,
+    similarity: float,
+    short_message_chars: int,
+    lookback: int,
+    retry_phrases: Sequence[str],
+    continue_phrases: Sequence[str],
+) -> Iterator[Finding]:
+    retries = {_bare(p) for p in retry_phrases}
+    continues = {_bare(p) for p in continue_phrases}
+    users = [t for t in session.turns if isinstance(t, UserTurn)]
+    keys = [_key(u) for u in users]
+    for j, user in enumerate(users):
+        if j == 0:
+            continue
+        bare = _bare(user.text)
+        previous = users[j - 1]
+        status, witness = reply_status(session, previous, user)
+        if user.command is None and (bare in retries or bare in continues):
+            wanted = BAD | {"aborted"} if bare in retries else BAD
+            if status in wanted:
+                yield _finding(session, user, previous, status, witness, retry=True)
+            continue
+        earlier = _find_repeat(users, keys, j, similarity, lookback)
+        if earlier is None:
+            continue
+        status, witness = reply_status(session, earlier, _next_user(users, earlier, j))
+        if status == "none" and not earlier.queued:
+            continue  # a quick edit before any reply
+        needs_bad = not earlier.queued and (
+            user.command is not None
+            or len(keys[j][1]) < short_message_chars
+            or earlier is not previous
+        )
+        if needs_bad and status not in BAD:
+            continue
+        yield _finding(session, user, earlier, status, witness, retry=False)
+
+
+def _bare(text: str) -> str:
+    return _PUNCT.sub("", " ".join(text.lower().split()))
+
+
+def _key(user: UserTurn) -> tuple[str | None, str]:
+    if user.command is not None:
+        return user.command, " ".join((user.arguments or "").lower().split())
+    return None, " ".join(user.text.lower().split())
+
+
+def _find_repeat(users, keys, j, similarity, lookback) -> UserTurn | None:
+    command, text = keys[j]
+    if not text and command is None:
+        return None
+    for i in range(j - 1, max(-1, j - 1 - lookback), -1):
+        other_command, other = keys[i]
+        if other_command != command:
+            continue
+        if other == text:
+            return users[i]
+        if command is None and len(text) >= 12 and _near(text, other, similarity):
+            return users[i]
+    return None
+
+
+def _near(a: str, b: str, threshold: float) -> bool:
+    if not b or abs(len(a) - len(b)) > (1 - threshold) * max(len(a), len(b)) + 1:
+        return False
+    matcher = SequenceMatcher(None, a, b, autojunk=False)
+    return matcher.quick_ratio() >= threshold and matcher.ratio() >= threshold
+
+
+def _next_user(users: list[UserTurn], earlier: UserTurn, j: int) -> UserTurn:
+    idx = users.index(earlier)
+    return users[idx + 1] if idx + 1 <= j else users[j]
+
+
+def reply_status(session: Session, asked: UserTurn, until: UserTurn) -> tuple[ReplyStatus, list[int]]:
+    """How the turns between a user message and the next one answered it, with witnesses."""
+    window = session.turns[asked.ordinal : until.ordinal - 1]
+    replies = [t for t in window if isinstance(t, AssistantTurn)]
+    stops = [t for t in window if isinstance(t, EventTurn) and t.event in STOP_EVENTS]
+    stops += [t for t in replies if t.aborted]
+    if stops:
+        return "aborted", [stops[0].ordinal]
+    errors = [t for t in replies if t.error is not None] + [
+        t for t in window if isinstance(t, EventTurn) and t.event == "api_error"]
+    visible = [t for t in replies if t.visible]
+    if errors and not any(t.ordinal > errors[-1].ordinal for t in visible):
+        return "error", [errors[-1].ordinal]
+    if not replies:
+        return "none", []
+    if not visible:
+        return "empty", [replies[-1].ordinal]
+    last = next((t for t in reversed(window) if not isinstance(t, EventTurn)), None)
+    if isinstance(last, ToolResultTurn) and _failed(last):
+        return "failed", [last.ordinal]
+    if isinstance(last, AssistantTurn) and not last.visible:
+        return "empty", [last.ordinal]
+    return "ok", [visible[-1].ordinal]
+
+
+def _failed(result: ToolResultTurn) -> bool:
+    return (result.is_error or result.killed or result.timed_out
+            or result.exit_code not in (None, 0)) and not result.aborted
+
+
+_STATUS_WORDS = {
+    "empty": "an empty reply",
+    "error": "a provider error",
+    "failed": "a failed tool call with no reply",
+    "aborted": "an aborted reply",
+    "ok": "a reply that did not serve them",
+    "none": "no reply (it was queued while the assistant was busy)",
+}
+
+
+def _finding(session: Session, user: UserTurn, earlier: UserTurn, status: ReplyStatus,
+             witness: list[int], *, retry: bool) -> Finding:
+    said = shorten(user.text if user.command is None else f"{user.command} {user.arguments or ''}",
+                   80)
+    if status in BAD:
+        severity, reason = "high", f"the message it repeats got {_STATUS_WORDS[status]}"
+    else:
+        severity, reason = "medium", f"the message it repeats got {_STATUS_WORDS[status]}"
+    if retry:
+        message = (f"The user asked again (\"{said}\") after {_STATUS_WORDS[status]} to "
+                   f"turn {earlier.ordinal}.")
+    else:
+        same = "verbatim" if _bare(user.text) == _bare(earlier.text) else "nearly verbatim"
+        message = (f"The user re-sent turn {earlier.ordinal} {same} (\"{said}\") after "
+                   f"{_STATUS_WORDS[status]}.")
+    evidence = sorted({earlier.ordinal, *witness})
+    return Finding(turn=user.ordinal, anchor=user.anchor, severity=severity,
+                   severity_reason=reason, message=message, evidence=evidence)
