@@ -596,3 +596,40 @@ def test_clip_keeps_head_and_tail() -> None:
     assert out.startswith("a" * 8192) and out.endswith("b" * 8192)
     assert "…[1616 chars omitted]…" in out
     assert clip("short") == "short"
+
+
+@settings(max_examples=100, deadline=None)
+@given(records=st.lists(json_values, max_size=6), junk=st.binary(max_size=40))
+def test_run_never_crashes_on_odd_lines(records, junk) -> None:
+    data = b"\n".join(orjson.dumps(r) for r in records) + b"\n" + junk
+    try:
+        sessions = opencode_run.read_stream(io.BytesIO(data), "x.jsonl")
+    except IngestError:
+        return
+    assert all(s.notes for s in sessions)
+
+
+@settings(max_examples=30, deadline=None)
+@given(tail=st.binary(min_size=0, max_size=3000))
+def test_sqlite_bytes_never_crash_on_garbage(tail) -> None:
+    try:
+        opencode_sqlite.read_sqlite_bytes(b"SQLite format 3\x00" + tail, "m.db")
+    except IngestError as exc:
+        assert exc.path == "m.db"
+
+
+def test_data_dir_with_database_and_json_tree(tmp_path: Path) -> None:
+    """Both sources are read; a session in both is taken from the database only."""
+    data_dir = tmp_path / "opencode"
+    shutil.copytree(INGEST / "opencode_storage" / "storage", data_dir / "storage")
+    sql = (INGEST / "opencode_db.sql").read_text().replace(
+        "ses_44d1e2a07ffeVw5Xy4Za3Bc2De", "ses_49b7d8a12ffeAb1Cd3Ef5Gh7Ij")
+    db = data_dir / "opencode.db"
+    con = sqlite3.connect(db)
+    con.executescript(sql)
+    con.close()
+    sessions = load(data_dir)
+    by_id = {s.id: s for s in sessions}
+    assert len(sessions) == len(by_id) == 4
+    assert by_id["ses_49b7d8a12ffeAb1Cd3Ef5Gh7Ij"].format == "opencode-sqlite"
+    assert by_id["ses_49b7e3f55ffeHk2Jm4Np6Qr8St"].format == "opencode-storage"
