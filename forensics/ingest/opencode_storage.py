@@ -30,7 +30,7 @@ from forensics.model import ReadIssue, Session
 
 FORMAT = "opencode-storage"
 
-_SESSION = re.compile(r"(?:^|/)session/(?:info|[^/]+)/(?P<ses>ses_[^/]+)\.json$")
+_SESSION = re.compile(r"(?:^|/)session/[^/]+/(?P<ses>ses_[^/]+)\.json$")  # or session/info/
 _MESSAGE = re.compile(r"(?:^|/)message/(?P<ses>ses_[^/]+)/(?P<msg>[^/]+)\.json$")
 _PART = re.compile(r"(?:^|/)part/(?:ses_[^/]+/)?(?P<msg>msg_[^/]+)/(?P<prt>[^/]+)\.json$")
 
@@ -103,6 +103,10 @@ class _Index:
             rel = self.message_files[ses][msg]
             info = self.load(rel, builder)
             if info is None:
+                if parts := self.part_files.get(msg):
+                    folder = self.path(next(iter(parts.values()))).rsplit("/", 1)[0]
+                    builder.issue(f"{len(parts)} parts of the unreadable message skipped",
+                                  path=folder)
                 continue
             info = {**info, "id": msg, "sessionID": ses}
             parts, files = [], {}
