@@ -26,6 +26,7 @@ from forensics.cli import app
 from forensics.errors import IngestError
 from forensics.ingest import load, opencode_export, opencode_run, opencode_sqlite
 from forensics.ingest._source import DirTree
+from forensics.ingest._opencode import V2_TYPES
 from forensics.ingest._text import clip
 from forensics.ingest.opencode_storage import read_tree
 from forensics.model import AssistantTurn, EventTurn, ToolResultTurn, UserTurn
@@ -565,7 +566,9 @@ json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
         st.sampled_from(["info", "messages", "parts", "role", "type", "id", "state", "status",
-                         "tool", "text", "error", "time", "metadata", "exit"]),
+                         "tool", "text", "error", "time", "metadata", "exit", "files",
+                         "content", "tokens", "input", "output", "summary", "synthetic",
+                         "callID", "mime", "data", "name", "part", "sessionID", "messageID"]),
         inner, max_size=4),
     max_leaves=20,
 )
@@ -633,3 +636,27 @@ def test_data_dir_with_database_and_json_tree(tmp_path: Path) -> None:
     assert len(sessions) == len(by_id) == 4
     assert by_id["ses_49b7d8a12ffeAb1Cd3Ef5Gh7Ij"].format == "opencode-sqlite"
     assert by_id["ses_49b7e3f55ffeHk2Jm4Np6Qr8St"].format == "opencode-storage"
+
+
+odd_fields = st.dictionaries(st.sampled_from(
+    ["text", "state", "status", "input", "output", "metadata", "exit", "error", "time", "files",
+     "content", "tokens", "summary", "synthetic", "callID", "tool", "mime", "model", "finish",
+     "data", "name", "id"]), json_values, max_size=5)
+part_types = st.sampled_from(["text", "reasoning", "tool", "file", "step-start", "step-finish",
+                              "retry", "subtask", "compaction", "agent", "patch", "weird"])
+v1_message = st.builds(
+    lambda role, info, parts: {"info": {**info, "role": role},
+                               "parts": [{**p, "type": t} for t, p in parts]},
+    st.sampled_from(["user", "assistant", "system"]), odd_fields,
+    st.lists(st.tuples(part_types, odd_fields), max_size=4))
+v2_message = st.builds(lambda kind, data: {**data, "type": kind},
+                       st.sampled_from(sorted(V2_TYPES) + ["weird"]), odd_fields)
+
+
+@settings(max_examples=200, deadline=None)
+@given(messages=st.lists(v1_message | v2_message, max_size=5))
+def test_export_never_crashes_on_odd_messages(messages) -> None:
+    doc = {"info": {"id": "ses_x"}, "messages": messages}
+    [s] = opencode_export.read_stream(io.BytesIO(orjson.dumps(doc)), "x.json")
+    assert [t.ordinal for t in s.turns] == list(range(1, len(s.turns) + 1))
+    assert all(t.anchor for t in s.turns)

@@ -72,6 +72,14 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
 def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
@@ -147,7 +155,7 @@ class SessionBuilder:
         when = seconds(time.get("created"))
         if kind == "user":
             parts: list[dict[str, Any]] = [{"type": "text", "text": _str(data.get("text"))}]
-            for f in data.get("files") or []:
+            for f in _list(data.get("files")):
                 if isinstance(f, dict):
                     parts.append({"type": "file", **f})
             self.add_message({"id": msg_id, "role": "user", "time": time}, parts,
@@ -324,8 +332,8 @@ class SessionBuilder:
                 tokens = _dict(part.get("tokens"))
                 if tokens:
                     saw_step_tokens = True
-                    step_tokens[0] += int(tokens.get("input") or 0)
-                    step_tokens[1] += int(tokens.get("output") or 0)
+                    step_tokens[0] += _int(tokens.get("input"))
+                    step_tokens[1] += _int(tokens.get("output"))
             elif kind == "retry":
                 retry_error = _dict(part.get("error"))
                 before.append(EventTurn(
@@ -486,7 +494,7 @@ def _v2_assistant(msg_id: str, data: dict[str, Any]) -> tuple[dict[str, Any], li
         name = _V2_ERROR_NAMES.get(name, name or "UnknownError")
         info["error"] = {"name": name, "data": {"message": error_message(error)}}
     parts: list[dict[str, Any]] = []
-    for item in data.get("content") or []:
+    for item in _list(data.get("content")):
         if not isinstance(item, dict):
             continue
         kind = item.get("type")
@@ -503,7 +511,7 @@ def _v2_tool(item: dict[str, Any]) -> dict[str, Any]:
     state = _dict(item.get("state"))
     time = _dict(item.get("time"))
     status = state.get("status")
-    texts = [_str(c.get("text")) for c in state.get("content") or []
+    texts = [_str(c.get("text")) for c in _list(state.get("content"))
              if isinstance(c, dict) and c.get("type") == "text"]
     result = state.get("result")
     output = "\n".join(texts) if texts else (result if isinstance(result, str) else "")
