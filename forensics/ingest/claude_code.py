@@ -26,6 +26,8 @@ One JSON object per line, tagged by ``type``. What becomes which turn:
   matching user line; ``session_start`` -> ``session_start``; ``away_summary``,
   ``informational`` and other subtypes -> ``other``. ``turn_duration`` and
   ``stop_hook_summary`` are timing/hook bookkeeping and are skipped.
+* Tokens: ``tokens_in``/``tokens_out`` are the response's ``usage.input_tokens`` (the uncached
+  part) and ``usage.output_tokens``, from the last line of the group.
 * Titles: ``custom-title`` over ``ai-title`` over ``summary`` lines.
 * Skipped bookkeeping (nothing for the turn model): ``file-history-snapshot``,
   ``queue-operation`` (the prompt itself arrives as a user line or ``queued_command``),

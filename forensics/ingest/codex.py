@@ -201,7 +201,7 @@ def _parse_output(raw: Any) -> dict[str, Any]:
                     out["exit_code"] = code
                 secs = meta.get("duration_seconds")
                 if isinstance(secs, (int, float)) and not isinstance(secs, bool):
-                    out["duration_ms"] = float(secs) * 1000.0
+                    out["duration_ms"] = round(float(secs) * 1000.0, 3)
     out["output"] = text
     header = text[:600]
     cut = header.find("\nOutput:")
@@ -215,7 +215,7 @@ def _parse_output(raw: Any) -> dict[str, Any]:
         match = _HEADER_WALL.search(header)
         if match:
             try:
-                out["duration_ms"] = float(match.group(1)) * 1000.0
+                out["duration_ms"] = round(float(match.group(1)) * 1000.0, 3)
             except ValueError:
                 pass
     first = text.lstrip()[:200]
@@ -611,7 +611,7 @@ class _Reader:
         if isinstance(duration, dict):
             secs, nanos = duration.get("secs"), duration.get("nanos")
             if isinstance(secs, (int, float)) and isinstance(nanos, (int, float)):
-                ms = secs * 1000.0 + nanos / 1e6
+                ms = round(secs * 1000.0 + nanos / 1e6, 3)
         existing = self.results.get(call_id) if call_id else None
         if existing is not None:  # the function_call_output came first
             if code is not None:
