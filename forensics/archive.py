@@ -1,0 +1,381 @@
+"""Find every session source under the paths a batch is given, without extracting anything.
+
+A batch input may be a session file, a folder tree mixing formats (``~/.claude/projects``,
+``~/.codex/sessions``, an opencode data dir), or an archive of such files (``.zip``, ``.tar``,
+``.tar.gz``/``.tgz``, ``.tar.zst``, ``.tar.bz2``, ``.tar.xz``). This module turns them into
+``Unit``s: small, picklable descriptions of one independently readable source, which a worker
+process opens and reads itself.
+
+Where the bytes of a unit live (``Blob``):
+
+* a file on disk: the worker opens it;
+* a ``.zip`` member: the worker opens the archive (once per process) and the member by name;
+* a plain ``.tar`` member: the worker seeks to the member's data offset in the archive file;
+* a member of a compressed tar (``.tar.gz``, ``.tar.zst``…): such a stream is not seekable, so
+  the main process reads the archive once, in order, and hands each member's bytes to a worker.
+
+An opencode storage tree (``storage/session|message|part``, with ``opencode*.db`` beside it) is
+one unit: a worker reads the databases first and then the tree, deduplicated by session id, as
+``forensics.ingest`` does for a folder. Which files are sessions is decided by the worker from
+content (as ``forensics.ingest`` does), so a folder and an archive of it give the same units.
+"""
+
+from __future__ import annotations
+
+import os
+import tarfile
+import zipfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO, Literal
+
+from forensics.ingest import SESSION_SUFFIXES
+from forensics.ingest.sniff import is_opencode_tree
+
+ZIP_SUFFIXES = (".zip",)
+TAR_SUFFIXES = (".tar",)
+STREAM_TAR_SUFFIXES = {
+    ".tar.gz": "gz", ".tgz": "gz", ".tar.bz2": "bz2", ".tbz2": "bz2", ".tar.xz": "xz",
+    ".txz": "xz", ".tar.zst": "zst", ".tzst": "zst", ".tar.zstd": "zst",
+}
+ARCHIVE_SUFFIXES = ZIP_SUFFIXES + TAR_SUFFIXES + tuple(STREAM_TAR_SUFFIXES)
+
+
+def is_archive(name: str) -> bool:
+    return name.lower().endswith(ARCHIVE_SUFFIXES)
+
+
+@dataclass(frozen=True)
+class Blob:
+    """Where one file's bytes are: on disk, in a zip or tar archive, or already in memory."""
+
+    where: Literal["disk", "zip", "tar", "inline"]
+    path: str
+    """The file on disk, or the archive holding the member."""
+    member: str = ""
+    offset: int = 0
+    """Plain tar: where the member's data starts in the archive file."""
+    size: int = 0
+    data: bytes | None = field(default=None, repr=False)
+
+    @property
+    def name(self) -> str:
+        return PurePosixPath(self.member).name if self.member else Path(self.path).name
+
+    def read(self) -> bytes:
+        if self.where == "disk":
+            with open(self.path, "rb") as fh:
+                return fh.read()
+        if self.where == "zip":
+            return _zip(self.path).read(self.member)
+        if self.where == "tar":
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read(self.size)
+            if len(data) != self.size:
+                raise EOFError(f"archive ends inside {self.member}")
+            return data
+        assert self.data is not None
+        return self.data
+
+
+@lru_cache(maxsize=8)
+def _zip(path: str) -> zipfile.ZipFile:
+    """One open ZipFile per archive per process: its central directory is read once."""
+    return zipfile.ZipFile(path)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One source a worker reads and scans on its own: a file, or an opencode storage tree."""
+
+    label: str
+    """How outputs name it: a path, or ``archive.tar.gz!member/path``."""
+    kind: Literal["file", "tree", "opencode-dir"]
+    blob: Blob | None = None
+    """``file``: the file."""
+    files: tuple[tuple[str, Blob], ...] = ()
+    """``tree``: storage-tree files by path relative to the tree root."""
+    databases: tuple[Blob, ...] = ()
+    """``tree``: ``opencode*.db`` files of the same data dir, read before the tree."""
+    path: str = ""
+    """``opencode-dir``: an opencode data dir (or storage folder) on disk."""
+    stamp: str | None = None
+    """Cheap change marker (size and mtime, zip CRC…) letting a rerun skip without reading."""
+
+
+@dataclass
+class Problem:
+    """A path or archive that could not be listed; the batch goes on without it."""
+
+    label: str
+    reason: str
+
+
+class MemberTree:
+    """A ``forensics.ingest`` Tree over files of an archive (or any ``Blob``s)."""
+
+    def __init__(self, label: str, files: Iterable[tuple[str, Blob]]) -> None:
+        self.label = label
+        self._files = dict(files)
+
+    def files(self) -> Iterator[str]:
+        return iter(self._files)
+
+    def read_bytes(self, rel: str) -> bytes:
+        return self._files[rel].read()
+
+
+def iter_units(paths: Iterable[str | os.PathLike[str]],
+               problems: list[Problem]) -> Iterator[Unit]:
+    """Every unit under ``paths``, in a stable order; unlistable inputs go to ``problems``."""
+    for p in paths:
+        path = Path(p)
+        if not path.exists():
+            problems.append(Problem(str(path), "no such file or folder"))
+        elif path.is_dir():
+            yield from _walk(path, problems)
+        elif is_archive(path.name):
+            yield from archive_units(path, problems)
+        else:
+            yield _disk_unit(path)
+
+
+def _disk_unit(f: Path) -> Unit:
+    try:
+        st = f.stat()
+        stamp = f"{st.st_size}:{st.st_mtime_ns}"
+    except OSError:
+        stamp = None
+    return Unit(label=str(f), kind="file", blob=Blob("disk", str(f)), stamp=stamp)
+
+
+def _walk(root: Path, problems: list[Problem]) -> Iterator[Unit]:
+    if is_opencode_tree(root):
+        yield _opencode_dir(root)
+        return
+    for dirpath, dirs, names in os.walk(root, onerror=lambda e: problems.append(
+            Problem(str(e.filename), e.strerror or str(e)))):
+        dirs.sort()
+        here = Path(dirpath)
+        keep = []
+        for d in dirs:
+            sub = here / d
+            if is_opencode_tree(sub) and not (d == "storage" and is_opencode_tree(here)):
+                yield _opencode_dir(sub)
+            else:
+                keep.append(d)
+        dirs[:] = keep
+        for name in sorted(names):
+            f = here / name
+            if is_archive(name):
+                yield from archive_units(f, problems)
+            elif name.endswith(SESSION_SUFFIXES):
+                yield _disk_unit(f)
+
+
+def _opencode_dir(d: Path) -> Unit:
+    parts = []
+    for dirpath, _dirs, names in os.walk(d):
+        for name in names:
+            try:
+                st = os.stat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            parts.append(f"{dirpath}/{name}:{st.st_size}:{st.st_mtime_ns}")
+    import hashlib
+
+    stamp = hashlib.blake2b("\n".join(sorted(parts)).encode(), digest_size=16).hexdigest()
+    return Unit(label=str(d), kind="opencode-dir", path=str(d), stamp=stamp)
+
+
+# -- archives -------------------------------------------------------------------------------
+
+
+def archive_units(path: Path, problems: list[Problem]) -> Iterator[Unit]:
+    """Units inside one archive. A damaged archive yields what it could and one problem."""
+    name = path.name.lower()
+    try:
+        if name.endswith(ZIP_SUFFIXES):
+            entries = _zip_entries(path)
+        elif name.endswith(TAR_SUFFIXES):
+            entries = _tar_entries(path)
+        else:
+            compression = next(c for s, c in STREAM_TAR_SUFFIXES.items() if name.endswith(s))
+            yield from _group(path, _stream_tar_entries(path, compression, problems), problems)
+            return
+    except (OSError, zipfile.BadZipFile, tarfile.TarError, EOFError) as exc:
+        problems.append(Problem(str(path), f"cannot read archive: {_reason(exc)}"))
+        return
+    yield from _group(path, iter(entries), problems)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+def _clean(member: str) -> str:
+    while member.startswith("./"):
+        member = member[2:]
+    return member.lstrip("/")
+
+
+def _zip_entries(path: Path) -> list[tuple[str, Blob, str]]:
+    zf = zipfile.ZipFile(path)
+    out = []
+    for info in zf.infolist():
+        if info.is_dir():
+            continue
+        blob = Blob("zip", str(path), member=info.filename, size=info.file_size)
+        out.append((_clean(info.filename), blob, f"crc:{info.CRC:08x}:{info.file_size}"))
+    zf.close()
+    return out
+
+
+def _tar_entries(path: Path) -> list[tuple[str, Blob, str]]:
+    st = path.stat()
+    out = []
+    with tarfile.open(path, "r:") as tf:
+        for info in tf:
+            if not info.isfile():
+                continue
+            blob = Blob("tar", str(path), member=info.name, offset=info.offset_data,
+                        size=info.size)
+            stamp = f"tar:{st.st_size}:{st.st_mtime_ns}:{info.offset_data}:{info.size}"
+            out.append((_clean(info.name), blob, stamp))
+    return out
+
+
+def _open_stream(path: Path, compression: str) -> tuple[BinaryIO, str]:
+    """A forward-only decompressed stream of the tar, and the tarfile mode to read it."""
+    if compression != "zst":
+        return open(path, "rb"), f"r|{compression}"
+    try:
+        import zstandard
+    except ImportError:  # pragma: no cover - it is a dependency
+        raise OSError(0, "reading .tar.zst needs the 'zstandard' package") from None
+    raw = open(path, "rb")
+    return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True), "r|"
+
+
+def _stream_tar_entries(path: Path, compression: str,
+                        problems: list[Problem]) -> Iterator[tuple[str, Blob, None]]:
+    """Members of a compressed tar, read once in order; bytes are kept only for session files.
+
+    A compressed tar cannot be seeked, so workers cannot open members by name: the main process
+    reads each member here and the unit carries its bytes.
+    """
+    try:
+        stream, mode = _open_stream(path, compression)
+    except OSError as exc:
+        problems.append(Problem(str(path), f"cannot read archive: {_reason(exc)}"))
+        return
+    try:
+        with stream, tarfile.open(fileobj=stream, mode=mode) as tf:
+            for info in tf:
+                if not info.isfile():
+                    continue
+                name = _clean(info.name)
+                if not _wanted(name):
+                    continue
+                fh = tf.extractfile(info)
+                data = fh.read() if fh is not None else b""
+                yield name, Blob("inline", str(path), member=info.name, size=len(data),
+                                 data=data), None
+    except Exception as exc:  # zlib/zstd/tar errors all mean: the rest is unreadable
+        problems.append(Problem(str(path), f"archive damaged, later members not read: "
+                                           f"{_reason(exc)}"))
+
+
+def _wanted(name: str) -> bool:
+    return name.endswith(SESSION_SUFFIXES) or is_archive(name)
+
+
+def _tree_roots(names: Iterable[str]) -> list[str]:
+    """Folders inside an archive that are opencode storage trees (``message/`` plus
+    ``part/`` or ``session/``), as ``forensics.ingest.sniff.is_opencode_tree`` decides on disk."""
+    dirs: set[str] = set()
+    for n in names:
+        parts = n.split("/")[:-1]
+        for i in range(len(parts)):
+            dirs.add("/".join(parts[: i + 1]))
+    roots = []
+    for d in sorted(dirs):
+        if f"{d}/message" in dirs and (f"{d}/part" in dirs or f"{d}/session" in dirs):
+            if not any(d.startswith(r + "/") for r in roots):
+                roots.append(d)
+    # Also the archive root itself.
+    if "message" in dirs and ("part" in dirs or "session" in dirs):
+        roots = [""]
+    return roots
+
+
+_TREE_SEGMENTS = {"storage", "session", "message", "part"}
+
+
+def _maybe_tree(name: str) -> bool:
+    """Could this member belong to an opencode data dir (so it must wait for the grouping)?"""
+    parent, _, base = name.rpartition("/")
+    if base.startswith("opencode") and base.endswith(".db"):
+        return True
+    return bool(_TREE_SEGMENTS.intersection(parent.split("/")))
+
+
+def _group(path: Path, entries: Iterator[tuple[str, Blob, str | None]],
+           problems: list[Problem]) -> Iterator[Unit]:
+    """Units from archive entries: storage trees grouped into one unit each, the rest singly.
+
+    Which folders are storage trees is known only once every name has been seen, so members
+    that might belong to one are held back until the end; the others go out at once (for a
+    compressed tar that keeps memory to the members in flight).
+    """
+    label = str(path)
+    held: list[tuple[str, Blob, str | None]] = []
+    for entry in entries:
+        if _maybe_tree(entry[0]):
+            held.append(entry)
+        else:
+            yield from _single(label, *entry, problems)
+    roots = _tree_roots(name for name, _b, _s in held)
+    trees: dict[str, list[tuple[str, Blob, str | None]]] = {r: [] for r in roots}
+    dbs: dict[str, list[tuple[str, Blob, str | None]]] = {r: [] for r in roots}
+    data_dirs = {r: _data_dir(r) for r in roots}
+    for name, blob, stamp in held:
+        root = next((r for r in roots if r == "" or name.startswith(r + "/")), None)
+        if root is not None:
+            trees[root].append((name[len(root) + 1:] if root else name, blob, stamp))
+            continue
+        parent, _, base = name.rpartition("/")
+        owner = next((r for r in roots if data_dirs[r] == parent), None)
+        if owner is not None and base.startswith("opencode") and base.endswith(".db"):
+            dbs[owner].append((name, blob, stamp))
+            continue
+        yield from _single(label, name, blob, stamp, problems)
+    for root in roots:
+        if not trees[root]:
+            continue
+        members = sorted(trees[root], key=lambda f: f[0]) + dbs[root]
+        stamps = [s for _n, _b, s in members]
+        stamp = None if None in stamps else "|".join(stamps)  # type: ignore[arg-type]
+        yield Unit(label=f"{label}!{root}" if root else label, kind="tree",
+                   files=tuple((rel, blob) for rel, blob, _s in sorted(trees[root],
+                                                                       key=lambda f: f[0])),
+                   databases=tuple(blob for _n, blob, _s in dbs[root]), stamp=stamp)
+
+
+def _data_dir(root: str) -> str:
+    if root == "storage" or root.endswith("/storage"):
+        return root.rpartition("/")[0]
+    return root
+
+
+def _single(label: str, name: str, blob: Blob, stamp: str | None,
+            problems: list[Problem]) -> Iterator[Unit]:
+    if is_archive(name):
+        problems.append(Problem(f"{label}!{name}", "archive inside an archive is not read"))
+    elif name.endswith(SESSION_SUFFIXES):
+        yield Unit(label=f"{label}!{name}", kind="file", blob=blob, stamp=stamp)

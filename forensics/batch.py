@@ -1,0 +1,572 @@
+"""Scan many sessions at once (folders, data dirs, archives) on every core, incrementally.
+
+``run_batch`` lists the units under its paths (``forensics.archive``), hands them in chunks to
+worker processes, and writes the tables of ``forensics.frame`` plus an index page to OUT.
+Workers read and scan a unit themselves and send back only compact rows (one per session, one
+per incident, one per problem), never sessions, so the main process stays light and two
+workers do nearly twice the work of one.
+
+Incremental: ``OUT/state.json`` keeps, per unit, a blake2b hash of its bytes (and a cheap stamp:
+size and mtime, or a zip CRC). A rerun skips a unit whose stamp or hash is unchanged and keeps its
+previous rows; ``full=True`` rescans everything, and so does a change of rules or config.
+
+A source that cannot be read becomes a row in ``errors.ndjson`` and a line in the summary; it
+never stops the batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from forensics.archive import MemberTree, Problem, Unit, iter_units
+from forensics.config import Config
+from forensics.errors import IngestError
+from forensics.frame import (
+    ERROR_COLUMNS,
+    INCIDENT_COLUMNS,
+    SCHEMA_VERSION,
+    SESSION_COLUMNS,
+    incident_rows,
+    session_row,
+)
+
+STATE_FILE = "state.json"
+OUTPUT_FILES = ("incidents.parquet", "incidents.ndjson", "sessions.parquet", "sessions.ndjson",
+                "errors.ndjson", "index.md", "index.html")
+
+
+# -- what a worker sends back -------------------------------------------------------------------
+
+
+@dataclass
+class UnitOutcome:
+    """The compact result of reading and scanning one unit."""
+
+    label: str
+    hash: str | None = None
+    stamp: str | None = None
+    status: str = "scanned"
+    """``scanned``, ``skipped`` (unchanged), ``ignored`` (not a session log) or ``failed``."""
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+    incidents: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _error_row(origin: str, path: str, reason: str, *, kind: str,
+               line: int | None = None) -> dict[str, Any]:
+    return {"origin": origin, "path": path, "line": line, "kind": kind, "reason": reason}
+
+
+def _digest(chunks: Iterable[bytes]) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    for c in chunks:
+        h.update(c)
+    return h.hexdigest()
+
+
+@dataclass
+class UnitRead:
+    """What reading one unit gave: its sessions (None when unchanged or not a session log)."""
+
+    sessions: list | None
+    hash: str
+    errors: list[IngestError] = field(default_factory=list)
+    ignored: bool = False
+
+
+def read_unit(unit: Unit, *, known_hash: str | None = None) -> UnitRead:
+    """The sessions of one unit, unless its hash equals ``known_hash`` (unchanged since the last
+    run) or it is no session log at all (a ``.json`` of another shape, an empty file, a
+    non-opencode SQLite file).
+
+    Raises ``IngestError`` when the unit holds nothing readable.
+    """
+    from forensics import ingest
+    from forensics.ingest.sniff import HEAD_BYTES, SQLITE_MAGIC, sniff_bytes
+
+    errors: list[IngestError] = []
+    if unit.kind == "file":
+        assert unit.blob is not None
+        try:
+            data = unit.blob.read()
+        except OSError as exc:
+            raise IngestError(unit.label, exc.strerror or str(exc)) from None
+        except Exception as exc:  # zip CRC errors, truncated tar members
+            raise IngestError(unit.label, f"cannot read archive member: {exc}") from None
+        digest = _digest([data])
+        if digest == known_hash:
+            return UnitRead(None, digest)
+        name = unit.blob.name
+        if data.startswith(SQLITE_MAGIC):
+            if not name.startswith("opencode"):
+                return UnitRead(None, digest, ignored=True)
+            if unit.blob.where == "disk":
+                reader = ingest._reader("opencode-sqlite")
+                return UnitRead(reader.read_sqlite(Path(unit.blob.path)), digest)
+            return UnitRead(ingest.read_bytes(data, source=unit.label), digest)
+        if not data.strip() or (name.endswith(".json")
+                                and sniff_bytes(data[:HEAD_BYTES]) is None):
+            return UnitRead(None, digest, ignored=True)
+        return UnitRead(ingest.read_bytes(data, source=unit.label), digest)
+    if unit.kind == "opencode-dir":
+        root = Path(unit.path)
+        files = sorted(p for p in root.rglob("*") if p.is_file())
+        digest = _digest(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes()
+                         for p in files)
+        if digest == known_hash:
+            return UnitRead(None, digest)
+        sessions = list(ingest.iter_sessions(root, errors=errors))
+        if not sessions and errors:
+            raise errors[0]
+        return UnitRead(sessions, digest, errors)
+    # A storage tree inside an archive, with the data dir's databases.
+    contents = {rel: blob.read() for rel, blob in unit.files}
+    dbs = [blob.read() for blob in unit.databases]
+    digest = _digest([rel.encode() + b"\0" + data for rel, data in contents.items()] + dbs)
+    if digest == known_hash:
+        return UnitRead(None, digest)
+    sessions = []
+    seen: set[str] = set()
+    for blob, data in zip(unit.databases, dbs):
+        try:
+            for s in ingest.read_bytes(data, source=f"{blob.path}!{blob.member}"):
+                seen.add(s.id)
+                sessions.append(s)
+        except IngestError as exc:
+            errors.append(exc)
+    tree = MemberTree(unit.label, ((rel, _Inline(data)) for rel, data in contents.items()))
+    try:
+        sessions.extend(s for s in ingest._reader("opencode-storage").read_tree(tree)
+                        if s.id not in seen)
+    except IngestError as exc:
+        if not sessions:
+            raise
+        errors.append(exc)
+    return UnitRead(sessions, digest, errors)
+
+
+class _Inline:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def read(self) -> bytes:
+        return self.data
+
+
+# -- the worker side ----------------------------------------------------------------------------
+
+_worker: dict[str, Any] = {}
+
+
+def _init_worker(config: Config, cases_dir: str | None) -> None:
+    """Once per process: resolve the rules (imports every rule module) and keep the config."""
+    _worker["config"] = config
+    _worker["rules"] = config.rules()
+    _worker["cases_dir"] = cases_dir
+
+
+def _process(unit: Unit, known_hash: str | None) -> UnitOutcome:
+    from forensics.engine import scan_session
+
+    out = UnitOutcome(label=unit.label, stamp=unit.stamp)
+    try:
+        read = read_unit(unit, known_hash=known_hash)
+    except IngestError as exc:
+        out.status = "failed"
+        out.errors.append(_error_row(unit.label, exc.path, exc.reason, kind="unreadable",
+                                     line=exc.line))
+        return out
+    except Exception as exc:  # a reader bug must not stop the batch
+        out.status = "failed"
+        out.errors.append(_error_row(unit.label, unit.label,
+                                     f"reader crashed: {type(exc).__name__}: {exc}",
+                                     kind="crash"))
+        return out
+    out.hash = read.hash
+    if read.sessions is None:
+        out.status = "ignored" if read.ignored else "skipped"
+        return out
+    for exc in read.errors:
+        out.errors.append(_error_row(unit.label, exc.path, exc.reason, kind="unreadable",
+                                     line=exc.line))
+    config, rules = _worker["config"], _worker["rules"]
+    for session in read.sessions:
+        result = scan_session(session, config, rules)
+        cases = _write_cases(result, _worker.get("cases_dir"), unit.label)
+        out.sessions.append(session_row(result, origin=unit.label))
+        out.incidents.extend(incident_rows(result, origin=unit.label, cases=cases))
+        for crash in result.crashes:
+            out.errors.append(_error_row(unit.label, crash.source, str(crash), kind="rule-crash"))
+    return out
+
+
+def _write_cases(result, cases_dir: str | None, origin: str) -> dict[str, str]:
+    """Case studies for the session's incidents when the report package is installed:
+    fingerprint -> path relative to OUT."""
+    if not cases_dir or not result.incidents:
+        return {}
+    from forensics import cases
+
+    return cases.write_cases(result, Path(cases_dir), origin=origin)
+
+
+def _process_chunk(chunk: list[tuple[Unit, str | None]]) -> list[UnitOutcome]:
+    return [_process(unit, known) for unit, known in chunk]
+
+
+# -- progress -----------------------------------------------------------------------------------
+
+
+class Progress:
+    """One stderr line: sources done/total, sessions, incidents, rate, ETA. Redrawn at most
+    ten times a second; silent when disabled."""
+
+    def __init__(self, enabled: bool, stream=None) -> None:
+        self.enabled = enabled
+        self.stream = stream or sys.stderr
+        self.start = time.monotonic()
+        self.last = 0.0
+        self.width = 0
+
+    def update(self, done: int, total: int | None, sessions: int, incidents: int, *,
+               final: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not final and now - self.last < 0.1:
+            return
+        self.last = now
+        elapsed = max(now - self.start, 1e-9)
+        rate = sessions / elapsed
+        of = f"/{total}" if total else ""
+        eta = ""
+        if total and done and not final:
+            eta = f" · ETA {_clock((total - done) * elapsed / done)}"
+        line = (f"{done}{of} sources · {sessions} sessions · {incidents} incidents · "
+                f"{rate:.1f} sessions/s{eta}")
+        pad = " " * max(self.width - len(line), 0)
+        self.width = len(line)
+        self.stream.write(f"\r{line}{pad}" + ("\n" if final else ""))
+        self.stream.flush()
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds + 0.5)
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+# -- the main side ------------------------------------------------------------------------------
+
+
+@dataclass
+class Collected:
+    """Rows gathered from every unit, before they are written anywhere."""
+
+    outcomes: list[UnitOutcome] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    workers: int = 1
+    elapsed: float = 0.0
+
+    def rows(self, kind: str) -> list[dict[str, Any]]:
+        return [row for o in self.outcomes for row in getattr(o, kind)]
+
+
+def default_workers() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+               else (os.cpu_count() or 1))
+
+
+def collect(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = None,
+            config: Config | None = None, progress: bool = False,
+            known: dict[str, dict[str, str]] | None = None,
+            cases_dir: str | None = None) -> Collected:
+    """Read and scan every unit under ``paths``; nothing is written.
+
+    ``known`` maps a unit label to its previous ``{"hash", "stamp"}``: units with an unchanged
+    stamp are skipped without being read, units with an unchanged hash after reading.
+    """
+    config = config or Config()
+    known = known or {}
+    workers = workers or default_workers()
+    out = Collected(workers=workers)
+    bar = Progress(progress)
+    start = time.monotonic()
+    units = iter_units(paths, out.problems)
+    # A list when listing is cheap (folders, zip, plain tar) gives the bar a total; compressed
+    # tars stream, so their units stay a generator and the total is unknown.
+    if not any(_streams(p) for p in paths):
+        units = list(units)  # type: ignore[assignment]
+    total = len(units) if isinstance(units, list) else None
+    counts = {"done": 0, "sessions": 0, "incidents": 0}
+
+    def take(outcome: UnitOutcome) -> None:
+        if outcome.status == "skipped" and known.get(outcome.label, {}).get("ignored"):
+            outcome.status = "ignored"
+        out.outcomes.append(outcome)
+        counts["done"] += 1
+        counts["sessions"] += len(outcome.sessions)
+        counts["incidents"] += len(outcome.incidents)
+        bar.update(counts["done"], total, counts["sessions"], counts["incidents"])
+
+    def pending() -> Iterator[tuple[Unit, str | None]]:
+        for unit in units:
+            prev = known.get(unit.label)
+            if prev and unit.stamp is not None and prev.get("stamp") == unit.stamp:
+                take(UnitOutcome(label=unit.label, hash=prev.get("hash"), stamp=unit.stamp,
+                                 status="ignored" if prev.get("ignored") else "skipped"))
+                continue
+            yield unit, (prev or {}).get("hash")
+
+    if workers <= 1:
+        _init_worker(config, cases_dir)
+        for unit, prev_hash in pending():
+            take(_process(unit, prev_hash))
+    else:
+        _run_pool(pending(), total, workers, config, cases_dir, take)
+    bar.update(counts["done"], total, counts["sessions"], counts["incidents"], final=True)
+    out.elapsed = time.monotonic() - start
+    return out
+
+
+def _streams(path: str | os.PathLike[str]) -> bool:
+    from forensics.archive import STREAM_TAR_SUFFIXES
+
+    p = Path(path)
+    if p.is_dir():
+        return any(f.lower().endswith(tuple(STREAM_TAR_SUFFIXES))
+                   for _d, _s, names in os.walk(p) for f in names)
+    return p.name.lower().endswith(tuple(STREAM_TAR_SUFFIXES))
+
+
+def _pool_context():
+    """fork when the parent is still light (no polars threads to inherit), else spawn."""
+    if sys.platform.startswith("linux") and "polars" not in sys.modules:
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("spawn")
+
+
+def _run_pool(items: Iterator[tuple[Unit, str | None]], total: int | None, workers: int,
+              config: Config, cases_dir: str | None,
+              take: Callable[[UnitOutcome], None]) -> None:
+    """Chunks of units to a process pool, with a bounded number in flight (a compressed tar's
+    member bytes wait in memory only while their chunk is queued)."""
+    size = 8 if total is None else max(1, min(32, total // (workers * 8) or 1))
+    in_flight: set[Future] = set()
+    limit = workers * 4
+    with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(),
+                             initializer=_init_worker, initargs=(config, cases_dir)) as pool:
+        chunk: list[tuple[Unit, str | None]] = []
+
+        def drain(block_until: int) -> None:
+            nonlocal in_flight
+            while len(in_flight) > block_until:
+                done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    for outcome in fut.result():
+                        take(outcome)
+
+        for item in items:
+            chunk.append(item)
+            if len(chunk) >= size:
+                in_flight.add(pool.submit(_process_chunk, chunk))
+                chunk = []
+                drain(limit)
+        if chunk:
+            in_flight.add(pool.submit(_process_chunk, chunk))
+        drain(0)
+
+
+# -- writing OUT --------------------------------------------------------------------------------
+
+
+@dataclass
+class BatchSummary:
+    """What a batch did; ``str()`` is the closing lines the CLI prints."""
+
+    out: Path
+    sources: int = 0
+    scanned: int = 0
+    skipped: int = 0
+    ignored: int = 0
+    sessions: int = 0
+    incidents: int = 0
+    by_rule: dict[str, int] = field(default_factory=dict)
+    errors: list[tuple[str, str]] = field(default_factory=list)
+    """``(where, reason)`` for every source or archive that could not be read."""
+    workers: int = 1
+    elapsed: float = 0.0
+    rescanned_all: bool = False
+
+    @property
+    def rate(self) -> float:
+        return self.scanned_sessions / self.elapsed if self.elapsed else 0.0
+
+    scanned_sessions: int = 0
+
+    def __str__(self) -> str:
+        lines = [f"{self.sessions} sessions from {self.sources} sources, "
+                 f"{self.incidents} incidents; wrote {self.out}"]
+        if self.skipped:
+            lines.append(f"skipped {self.skipped} unchanged sources (--full rescans them)")
+        if self.ignored:
+            lines.append(f"ignored {self.ignored} files that are not session logs")
+        if self.errors:
+            lines.append(f"{len(self.errors)} sources could not be read:")
+            lines.extend(f"  {where}: {reason}" for where, reason in self.errors)
+        return "\n".join(lines)
+
+
+def _config_key(config: Config) -> str:
+    rules = [(s.code, s.path, sorted(config.params_for(s).items(), key=str))
+             for s in config.rules()]
+    return _digest([orjson.dumps([SCHEMA_VERSION, repr(rules)])])
+
+
+def _load_state(out: Path, key: str) -> dict[str, dict[str, str]]:
+    try:
+        state = orjson.loads((out / STATE_FILE).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    if state.get("config_key") != key or state.get("schema_version") != SCHEMA_VERSION:
+        return {}
+    if not all((out / name).exists() for name in ("incidents.parquet", "sessions.parquet",
+                                                  "errors.ndjson")):
+        return {}
+    return state.get("sources", {})
+
+
+def _previous_rows(out: Path, origins: set[str]) -> dict[str, list[dict[str, Any]]]:
+    """Rows of the last run for the units skipped now, read back from OUT."""
+    import polars as pl
+
+    rows: dict[str, list[dict[str, Any]]] = {"incidents": [], "sessions": [], "errors": []}
+    if not origins:
+        return rows
+    for kind in ("incidents", "sessions"):
+        df = pl.read_parquet(out / f"{kind}.parquet")
+        df = df.filter(pl.col("origin").is_in(list(origins)))
+        for col, dtype in df.schema.items():
+            if isinstance(dtype, pl.Datetime):
+                df = df.with_columns(pl.col(col).dt.epoch("us") / 1_000_000)
+        rows[kind] = df.to_dicts()
+    for line in (out / "errors.ndjson").read_bytes().splitlines():
+        row = orjson.loads(line)
+        if row.get("origin") in origins and row.get("kind") != "archive":
+            rows["errors"].append(row)
+    return rows
+
+
+def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], *,
+              workers: int | None = None, full: bool = False, config: Config | None = None,
+              progress: bool = True) -> BatchSummary:
+    """Scan every session under ``paths`` and write the tables and index page to ``out``.
+
+    Parameters
+    ----------
+    paths
+        Session files, folders (agent data dirs or any tree mixing formats) and archives
+        (``.zip``, ``.tar``, ``.tar.gz``, ``.tar.zst``), read in place.
+    out
+        Output folder; created if missing. A previous run's ``state.json`` there makes this
+        run incremental.
+    workers
+        Worker processes; default: one per available core. ``1`` runs in this process.
+    full
+        Rescan every source even if unchanged since the last run.
+    config
+        Rule selection and parameters (``forensics.config.load_config``).
+    progress
+        Draw a progress line on stderr (only when stderr is a terminal).
+
+    Returns
+    -------
+    BatchSummary
+        Counts, skipped and unreadable sources, timing.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    config = config or Config()
+    key = _config_key(config)
+    known = {} if full else _load_state(out, key)
+    cases_dir = str(out / "cases") if _reporter_available() else None
+    collected = collect(paths, workers=workers, config=config,
+                        progress=progress and sys.stderr.isatty(), known=known,
+                        cases_dir=cases_dir)
+    return write_outputs(collected, out, key=key, rescanned_all=full or not known)
+
+
+def _reporter_available() -> bool:
+    from forensics import cases
+
+    return cases.available()
+
+
+def write_outputs(collected: Collected, out: Path, *, key: str,
+                  rescanned_all: bool) -> BatchSummary:
+    """Write the tables, the state and the index page for ``collected`` into ``out``."""
+    from forensics.frame import frame
+    from forensics.index import write_index
+
+    skipped = {o.label for o in collected.outcomes if o.status == "skipped"}
+    previous = _previous_rows(out, skipped)
+    incidents = previous["incidents"] + collected.rows("incidents")
+    sessions = previous["sessions"] + collected.rows("sessions")
+    errors = previous["errors"] + collected.rows("errors")
+    errors += [_error_row(p.label, p.label, p.reason, kind="archive")
+               for p in collected.problems]
+    incidents.sort(key=lambda r: (r["origin"], r["session_id"], r["turn"], r["code"]))
+    sessions.sort(key=lambda r: (r["origin"], r["session_id"]))
+
+    meta = {"forensics.schema_version": SCHEMA_VERSION}
+    tables = {}
+    for name, rows, columns in (("incidents", incidents, INCIDENT_COLUMNS),
+                                ("sessions", sessions, SESSION_COLUMNS),
+                                ("errors", errors, ERROR_COLUMNS)):
+        df = frame(rows, columns)
+        tables[name] = df
+        if name != "errors":
+            df.write_parquet(out / f"{name}.parquet", metadata=meta)
+        df.write_ndjson(out / f"{name}.ndjson")
+
+    state = {
+        "schema_version": SCHEMA_VERSION,
+        "config_key": key,
+        "sources": {o.label: {"hash": o.hash, "stamp": o.stamp, "ignored": o.status == "ignored"}
+                    for o in collected.outcomes
+                    if o.hash is not None and o.status in ("scanned", "skipped", "ignored")},
+    }
+    (out / STATE_FILE).write_bytes(orjson.dumps(state, option=orjson.OPT_INDENT_2))
+
+    summary = BatchSummary(
+        out=out,
+        sources=len(collected.outcomes),
+        scanned=sum(o.status == "scanned" for o in collected.outcomes),
+        skipped=len(skipped),
+        ignored=sum(o.status == "ignored" for o in collected.outcomes),
+        sessions=len(sessions),
+        incidents=len(incidents),
+        errors=[(e["path"] if e["kind"] != "rule-crash" else e["origin"], e["reason"])
+                for e in errors],
+        workers=collected.workers,
+        elapsed=collected.elapsed,
+        rescanned_all=rescanned_all,
+        scanned_sessions=sum(len(o.sessions) for o in collected.outcomes),
+    )
+    for r in incidents:
+        summary.by_rule[r["code"]] = summary.by_rule.get(r["code"], 0) + 1
+    write_index(tables, summary, out)
+    return summary
+
+
+__all__ = ["BatchSummary", "Collected", "collect", "read_unit", "run_batch"]

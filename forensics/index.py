@@ -1,0 +1,141 @@
+"""The batch index page (``index.md`` and ``index.html``): where a team starts triage.
+
+Totals; incidents per rule, agent, model, project and week (tables and inline SVG bars); the
+worst sessions; every incident with a link to its case study when one was written; the
+sources that could not be read. Figures are drawn by ``forensics.report.charts``; the page loads
+nothing from the network and runs no script.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from forensics.resources import templates_dir
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from forensics.batch import BatchSummary
+
+WORST = 20
+TOP = 15
+MAX_LISTED = 500
+"""Incidents listed one by one on the page; the tables hold them all."""
+
+
+def _group(incidents: pl.DataFrame, sessions: pl.DataFrame, key: str) -> list[dict[str, Any]]:
+    """Sessions and incidents per value of ``key`` (unknown values grouped as "unknown")."""
+    import polars as pl
+
+    s = (sessions.group_by(pl.col(key).fill_null("unknown"))
+         .agg(sessions=pl.len(), with_incidents=(pl.col("incidents") > 0).sum()))
+    i = incidents.group_by(pl.col(key).fill_null("unknown")).agg(incidents=pl.len())
+    df = (s.join(i, on=key, how="full", coalesce=True)
+          .with_columns(pl.col("sessions", "with_incidents", "incidents").fill_null(0))
+          .sort(["incidents", "sessions", key], descending=[True, True, False]))
+    return df.to_dicts()
+
+
+def _by_week(incidents: pl.DataFrame, sessions: pl.DataFrame) -> list[dict[str, Any]]:
+    import polars as pl
+
+    def weekly(df: pl.DataFrame, name: str) -> pl.DataFrame:
+        return (df.filter(pl.col("started").is_not_null())
+                .group_by(pl.col("started").dt.truncate("1w").dt.date().alias("week"))
+                .agg(pl.len().alias(name)))
+
+    df = (weekly(sessions, "sessions")
+          .join(weekly(incidents, "incidents"), on="week", how="full", coalesce=True)
+          .with_columns(pl.col("sessions", "incidents").fill_null(0)).sort("week"))
+    return [{**r, "week": r["week"].isoformat()} for r in df.to_dicts()]
+
+
+def _by_rule(incidents: pl.DataFrame) -> list[dict[str, Any]]:
+    import polars as pl
+
+    return (incidents.group_by("code", "rule", "title")
+            .agg(incidents=pl.len(), sessions=pl.col("session_id").n_unique(),
+                 high=(pl.col("severity") == "high").sum(),
+                 medium=(pl.col("severity") == "medium").sum(),
+                 low=(pl.col("severity") == "low").sum())
+            .sort(["incidents", "code"], descending=[True, False]).to_dicts())
+
+
+def summarize_tables(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:
+    """Everything the index templates show, as plain rows."""
+    import polars as pl
+
+    incidents, sessions = tables["incidents"], tables["sessions"]
+    worst = (sessions.filter(pl.col("incidents") > 0)
+             .sort(["high", "incidents", "turns", "session_id"],
+                   descending=[True, True, True, False])
+             .head(WORST))
+    first_case = (incidents.filter(pl.col("case").is_not_null())
+                  .group_by("session_id", "origin").agg(pl.col("case").first()))
+    worst = worst.join(first_case, on=["session_id", "origin"], how="left")
+    listed = incidents.sort(["severity", "origin", "turn"]).head(MAX_LISTED)
+    return {
+        "by_rule": _by_rule(incidents),
+        "by_agent": _group(incidents, sessions, "agent"),
+        "by_model": _group(incidents, sessions, "model")[:TOP],
+        "by_project": _group(incidents, sessions, "project")[:TOP],
+        "by_week": _by_week(incidents, sessions),
+        "worst": _dated(worst.to_dicts()),
+        "incidents": _dated(listed.to_dicts()),
+        "errors": tables["errors"].to_dicts(),
+        "more_incidents": max(0, incidents.height - MAX_LISTED),
+    }
+
+
+def _dated(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for r in rows:
+        started = r.get("started")
+        r["started"] = started.strftime("%Y-%m-%d %H:%M") if started is not None else ""
+    return rows
+
+
+def charts(view: dict[str, Any]) -> dict[str, str]:
+    from forensics.report.charts import bar_chart, column_chart
+
+    return {
+        "by_rule": bar_chart([(f"{r['code']} {r['rule']}", r["incidents"])
+                              for r in view["by_rule"]], title="Incidents per rule"),
+        "by_agent": bar_chart([(r["agent"], r["incidents"]) for r in view["by_agent"]],
+                              title="Incidents per agent"),
+        "by_model": bar_chart([(r["model"], r["incidents"]) for r in view["by_model"]],
+                              title="Incidents per model"),
+        "by_project": bar_chart([(r["project"], r["incidents"]) for r in view["by_project"]],
+                                title="Incidents per project"),
+        "by_week": column_chart([(r["week"], r["incidents"]) for r in view["by_week"]],
+                                title="Incidents per week (by session start)"),
+    }
+
+
+def _env(autoescape: bool):
+    import jinja2
+
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())),
+                              autoescape=autoescape, trim_blocks=True, lstrip_blocks=True,
+                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+
+
+def _md_cell(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def write_index(tables: dict[str, pl.DataFrame], summary: BatchSummary, out: Path) -> None:
+    """Render ``index.md`` and ``index.html`` into ``out``."""
+    from markupsafe import Markup
+
+    view = summarize_tables(tables)
+    context = {"s": summary, "v": view}
+    md = _env(False)
+    md.filters["cell"] = _md_cell
+    (out / "index.md").write_text(md.get_template("batch_index.md.j2").render(**context),
+                                  encoding="utf-8")
+    html = _env(True)
+    svgs = {k: Markup(v) for k, v in charts(view).items()}
+    (out / "index.html").write_text(
+        html.get_template("batch_index.html.j2").render(charts=svgs, **context), encoding="utf-8")
