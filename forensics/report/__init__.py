@@ -1,0 +1,154 @@
+"""Case-study reports: one write-up per incident, one report per session, Markdown and HTML.
+
+    render_incident(result, incident, fmt="markdown")   one incident's case study
+    render_session(result, fmt="html")                  every incident of a session + timeline
+    write_reports(results, out_dir)                     the files ``forensics report`` writes
+
+The analysis lives in ``story`` (facts from the transcript), the layout in
+``reports/templates/`` (Jinja), the figure in ``svg``, secret hiding in ``redact``. Jinja is
+imported on first render only, so commands that never render do not pay for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from forensics.engine import ScanResult
+from forensics.findings import SEVERITY_ORDER, Incident
+from forensics.report import story
+from forensics.report.redact import redact
+from forensics.report.svg import incident_id, timeline_svg
+
+__all__ = ["render_incident", "render_session", "write_reports", "case_study", "redact"]
+
+FORMATS = ("markdown", "html")
+_EXT = {"markdown": "md", "html": "html"}
+
+
+def _spec(incident: Incident):
+    from forensics.rules import registry
+
+    try:
+        return registry().get(incident.code)
+    except Exception:  # a broken rule file must not stop a report; the prose falls back
+        return None
+
+
+def case_study(result: ScanResult, incident: Incident) -> story.CaseStudy:
+    """The structured case study behind both formats (for notebooks and tests)."""
+    return story.build(result.session, incident, _spec(incident), result.incidents)
+
+
+def _context(result: ScanResult, cs: story.CaseStudy, *, redact: bool, prefix: str = "") -> dict:
+    return {
+        "cs": cs,
+        "session": result.session,
+        "redact": redact,
+        "id_prefix": prefix,
+        "linked_turns": {s.ordinal for s in cs.timeline},
+        "incident_id": incident_id(cs.incident),
+    }
+
+
+def render_incident(result: ScanResult, incident: Incident, *, fmt: str = "markdown",
+                    redact: bool = True) -> str:
+    """One incident's case study as Markdown or self-contained HTML."""
+    from forensics.report.render import render
+
+    cs = case_study(result, incident)
+    return render(f"incident.{_EXT[_check(fmt)]}.j2", fmt,
+                  **_context(result, cs, redact=redact), level=1)
+
+
+def render_session(result: ScanResult, *, fmt: str = "markdown", redact: bool = True,
+                   timeline_image: str | None = None) -> str:
+    """All incidents of a session in turn order, with the timeline figure, as one document.
+
+    ``timeline_image`` is a relative path to a ``timeline.svg`` written beside a Markdown file
+    (Markdown viewers do not render inline SVG); HTML always carries the figure inline.
+    """
+    from forensics.report.render import render
+
+    _check(fmt)
+    studies = [case_study(result, i) for i in result.incidents]
+    clean = redact_fn(redact)
+    svg = timeline_svg(result.session, result.incidents, clean=clean) if fmt == "html" else ""
+    return render(f"session.{_EXT[fmt]}.j2", fmt, session=result.session, result=result,
+                  studies=studies, svg=svg, redact=redact, timeline_image=timeline_image,
+                  severity_counts=_severity_counts(result.incidents),
+                  contexts=[_context(result, cs, redact=redact, prefix=incident_id(cs.incident)
+                                     + "-") for cs in studies],
+                  index=None)
+
+
+def write_reports(results: Sequence[ScanResult], out_dir: Path | str, *,
+                  redact: bool = True) -> list[Path]:
+    """Per session a folder with ``index.md``/``index.html``, ``timeline.svg`` and one Markdown
+    and one HTML file per incident (``FX001-<anchor>``); a top-level index when several sessions.
+    Returns the written paths in order."""
+    from forensics.report.render import render
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    folders: list[tuple[ScanResult, str]] = []
+    used: set[str] = set()
+    for result in results:
+        name = story.safe_name(result.session.id)
+        base, n = name, 2
+        while name in used:
+            name, n = f"{base}-{n}", n + 1
+        used.add(name)
+        folders.append((result, name))
+    for result, name in folders:
+        folder = out / name
+        folder.mkdir(parents=True, exist_ok=True)
+        svg_path = folder / "timeline.svg"
+        svg_path.write_text(timeline_svg(result.session, result.incidents,
+                                         clean=redact_fn(redact)) + "\n", encoding="utf-8")
+        written.append(svg_path)
+        for fmt in FORMATS:
+            path = folder / f"index.{_EXT[fmt]}"
+            path.write_text(render_session(result, fmt=fmt, redact=redact,
+                                           timeline_image="timeline.svg"), encoding="utf-8")
+            written.append(path)
+        stems: set[str] = set()
+        for incident in result.incidents:
+            cs = case_study(result, incident)
+            stem, n = cs.file_stem, 2
+            while stem in stems:
+                stem, n = f"{cs.file_stem}-{n}", n + 1
+            stems.add(stem)
+            for fmt in FORMATS:
+                path = folder / f"{stem}.{_EXT[fmt]}"
+                path.write_text(render(f"incident.{_EXT[fmt]}.j2", fmt,
+                                       **_context(result, cs, redact=redact), level=1),
+                                encoding="utf-8")
+                written.append(path)
+    if len(folders) > 1:
+        rows = [{"result": r, "folder": name, "counts": _severity_counts(r.incidents)}
+                for r, name in folders]
+        for fmt in FORMATS:
+            path = out / f"index.{_EXT[fmt]}"
+            path.write_text(render(f"index.{_EXT[fmt]}.j2", fmt, rows=rows, redact=redact),
+                            encoding="utf-8")
+            written.append(path)
+    return written
+
+
+def redact_fn(enabled: bool):
+    return redact if enabled else (lambda s: s)
+
+
+def _severity_counts(incidents: Iterable[Incident]) -> list[tuple[str, int]]:
+    counts: dict[str, int] = {}
+    for i in incidents:
+        counts[i.severity] = counts.get(i.severity, 0) + 1
+    return sorted(counts.items(), key=lambda kv: SEVERITY_ORDER.get(kv[0], 9))
+
+
+def _check(fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown report format {fmt!r}; expected markdown or html")
+    return fmt

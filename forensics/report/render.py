@@ -1,0 +1,136 @@
+"""The Jinja environment and the filters that turn case-study pieces into Markdown or HTML.
+
+One environment per output format, built on first use and kept: templates compile once per
+process, which matters when a batch renders thousands of incidents. HTML autoescapes; Markdown
+escapes through its own filters (``md``, ``mdquote``, ``mdcode``), because transcript text can hold
+``<script>`` and Markdown viewers render raw HTML. Every filter that prints transcript text also
+redacts it when the render context says so. Output depends only on the input: no clocks, no
+dictionary-order surprises, no absolute paths of this machine.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from html import escape
+from typing import Any
+
+from forensics.report.redact import redact as _redact
+from forensics.report.story import Piece, Sentence
+from forensics.resources import templates_dir
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#])")
+_MD_ANGLE = re.compile(r"([<>])")
+
+
+def _maybe_redact(ctx: Any, text: str) -> str:
+    return _redact(text) if ctx.get("redact", True) else text
+
+
+def md_inline(text: str) -> str:
+    """Transcript words inside Markdown prose: no emphasis, links, HTML or table breaks."""
+    flat = re.sub(r"\s+", " ", text)
+    return _MD_SPECIAL.sub(r"\\\1", flat)
+
+
+def md_code_span(text: str) -> str:
+    flat = " ".join(text.split()) or " "
+    run = max((len(m) for m in re.findall(r"`+", flat)), default=0)
+    fence = "`" * (run + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
+
+
+def md_code_block(text: str, lang: str = "") -> str:
+    run = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, run + 1)
+    return f"{fence}{lang}\n{text.rstrip()}\n{fence}"
+
+
+def md_blockquote(text: str) -> str:
+    lines = text.rstrip().splitlines() or [""]
+    return "\n".join(("> " + _MD_SPECIAL.sub(r"\\\1", ln)).rstrip() for ln in lines)
+
+
+def clip(text: str, limit: int = 1500) -> str:
+    """Keep long transcript blocks readable: head and tail with a marker between."""
+    text = text.strip("\n")
+    if len(text) <= limit:
+        return text
+    head, tail = text[: limit * 2 // 3], text[-limit // 3:]
+    return f"{head}\n…[{len(text) - len(head) - len(tail)} characters omitted]…\n{tail}"
+
+
+def _md_piece(ctx: Any, piece: Piece) -> str:
+    text = _maybe_redact(ctx, piece.text)
+    if piece.kind == "code":
+        return md_code_span(text)
+    if piece.kind == "quote":
+        return f"“{md_inline(text)}”"
+    if piece.kind == "ref":
+        return f"**{text}**"
+    if piece.kind == "words":
+        return md_inline(text)
+    return _MD_ANGLE.sub(r"\\\1", text)
+
+
+def _html_piece(ctx: Any, piece: Piece, rows: set[int], prefix: str) -> str:
+    text = _maybe_redact(ctx, piece.text)
+    if piece.kind == "code":
+        return f"<code>{escape(text)}</code>"
+    if piece.kind == "quote":
+        return f"<q>{escape(text)}</q>"
+    if piece.kind == "ref":
+        if piece.ordinal in rows:
+            return f'<a class="ref" href="#{prefix}turn-{piece.ordinal}">{escape(text)}</a>'
+        return f'<span class="ref">{escape(text)}</span>'
+    return escape(text)
+
+
+def _build(fmt: str):
+    import jinja2
+    from markupsafe import Markup
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        autoescape=(fmt == "html"),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+    @jinja2.pass_context
+    def sentence_md(ctx, sentence: Sentence, rows: Any = None, prefix: str = "") -> str:
+        return "".join(_md_piece(ctx, p) for p in sentence)
+
+    @jinja2.pass_context
+    def sentence_html(ctx, sentence: Sentence, rows: set[int] | None = None, prefix: str = ""):
+        return Markup("".join(_html_piece(ctx, p, rows or set(), prefix) for p in sentence))
+
+    @jinja2.pass_context
+    def r(ctx, text: Any) -> str:
+        return _maybe_redact(ctx, "" if text is None else str(text))
+
+    env.filters.update(
+        sentence=sentence_html if fmt == "html" else sentence_md,
+        r=r,
+        md=md_inline,
+        mdcode=md_code_span,
+        mdblock=md_code_block,
+        mdquote=md_blockquote,
+        clip=clip,
+    )
+    return env
+
+
+@cache
+def environment(fmt: str):
+    """The shared Jinja environment for ``markdown`` or ``html`` (built once per process)."""
+    if fmt not in ("markdown", "html"):
+        raise ValueError(f"unknown report format {fmt!r}; expected markdown or html")
+    return _build(fmt)
+
+
+def render(template: str, fmt: str, **context: Any) -> str:
+    return environment(fmt).get_template(template).render(**context)

@@ -1,0 +1,123 @@
+"""The session timeline figure: every turn as a small mark, every incident as a large one.
+
+Pure string building, no plotting library: the figure is inline SVG inside the HTML report, so it
+needs no network and no script. Turns sit along time (or along their ordinal when the transcript
+has no times), one row per kind; incidents sit on their own row, colored by severity, with a
+``<title>`` so hovering shows the anchor and the rule. Marks that fall on the same pixel column
+are drawn once, so a session of fifty thousand turns stays a figure of a few hundred elements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from html import escape
+
+from forensics.findings import Incident
+from forensics.model import AssistantTurn, EventTurn, Session, ToolResultTurn, Turn, UserTurn
+
+WIDTH = 960
+LEFT = 92
+RIGHT = 16
+ROW = 16
+ROWS = ("user", "assistant", "tool", "event")
+ROW_LABELS = {"user": "user", "assistant": "assistant", "tool": "tool result", "event": "event",
+              "incidents": "incidents"}
+KIND_COLORS = {
+    "user": "#2563eb", "assistant": "#6b7280", "empty": "#111827", "tool": "#16a34a",
+    "tool-failed": "#dc2626", "event": "#d97706",
+}
+SEVERITY_COLORS = {"high": "#b91c1c", "medium": "#ea580c", "low": "#ca8a04"}
+
+
+def _row_and_color(turn: Turn) -> tuple[str, str]:
+    if isinstance(turn, UserTurn):
+        return "user", KIND_COLORS["user"]
+    if isinstance(turn, AssistantTurn):
+        return "assistant", KIND_COLORS["assistant" if turn.visible else "empty"]
+    if isinstance(turn, ToolResultTurn):
+        failed = (turn.is_error or turn.killed or turn.timed_out
+                  or turn.exit_code not in (None, 0))
+        return "tool", KIND_COLORS["tool-failed" if failed else "tool"]
+    assert isinstance(turn, EventTurn)
+    return "event", KIND_COLORS["event"]
+
+
+def _position(session: Session) -> tuple[Callable[[Turn], float], str]:
+    """A function mapping a turn to an x pixel, and the axis name (time or turn number)."""
+    turns = session.turns
+    times = [t.time for t in turns]
+    span_left, span_right = LEFT, WIDTH - RIGHT
+    if turns and all(t is not None for t in times) and max(times) > min(times):  # type: ignore[type-var]
+        lo, hi = min(times), max(times)  # type: ignore[type-var]
+        scale = (span_right - span_left) / (hi - lo)
+        return (lambda t: span_left + (t.time - lo) * scale), "time"  # type: ignore[operator]
+    n = max(len(turns) - 1, 1)
+    scale = (span_right - span_left) / n
+    return (lambda t: span_left + (t.ordinal - 1) * scale), "turn"
+
+
+def timeline_svg(session: Session, incidents: Sequence[Incident], *,
+                 clean: Callable[[str], str] = lambda s: s) -> str:
+    """An inline ``<svg>`` of ``session`` with ``incidents`` marked; ``clean`` filters titles."""
+    x_of, axis = _position(session)
+    rows = {name: i for i, name in enumerate(ROWS + ("incidents",))}
+    top = 10
+    height = top + ROW * len(rows) + 28
+    out: list[str] = [
+        f'<svg class="timeline" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}"'
+        f' width="100%" role="img" aria-label="Timeline of {len(session.turns)} turns and '
+        f'{len(incidents)} incidents">',
+    ]
+    for name, i in rows.items():
+        y = top + i * ROW + ROW / 2
+        out.append(f'<text x="{LEFT - 8}" y="{y + 4:.0f}" text-anchor="end" '
+                   f'class="row-label">{ROW_LABELS[name]}</text>')
+        out.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.0f}" y2="{y:.0f}" '
+                   f'class="row-line"/>')
+    seen: set[tuple[int, str, str]] = set()
+    for turn in session.turns:
+        row, color = _row_and_color(turn)
+        x = round(x_of(turn))
+        key = (x, row, color)
+        if key in seen:
+            continue
+        seen.add(key)
+        y = top + rows[row] * ROW + 3
+        out.append(f'<rect x="{x}" y="{y}" width="2" height="{ROW - 6}" fill="{color}">'
+                   f'<title>turn {turn.ordinal} · {escape(clean(turn.anchor))} · '
+                   f'{turn.kind}</title></rect>')
+    y = top + rows["incidents"] * ROW + ROW / 2
+    for inc in incidents:
+        turn = session.turns[inc.turn - 1] if 0 < inc.turn <= len(session.turns) else None
+        x = round(x_of(turn)) if turn is not None else LEFT
+        color = SEVERITY_COLORS.get(inc.severity, "#ca8a04")
+        label = (f"{inc.code} {inc.rule} ({inc.severity}) · turn {inc.turn} · "
+                 f"{clean(inc.anchor)}")
+        out.append(f'<a href="#{incident_id(inc)}"><circle cx="{x}" cy="{y:.0f}" r="6" '
+                   f'fill="{color}" stroke="#fff" stroke-width="1.5" class="incident-mark">'
+                   f'<title>{escape(label)}</title></circle></a>')
+    axis_y = top + len(rows) * ROW + 14
+    first, last = (session.turns[0], session.turns[-1]) if session.turns else (None, None)
+    if axis == "time" and first is not None and last is not None:
+        left_label, right_label = _clock(first.time), _clock(last.time)
+    else:
+        left_label = "turn 1"
+        right_label = f"turn {len(session.turns)}"
+    out.append(f'<text x="{LEFT}" y="{axis_y}" class="axis">{escape(left_label)}</text>')
+    out.append(f'<text x="{WIDTH - RIGHT}" y="{axis_y}" text-anchor="end" class="axis">'
+               f'{escape(right_label)}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def incident_id(incident: Incident) -> str:
+    """The HTML id of an incident's section: stable, and safe whatever the anchor holds."""
+    return f"incident-{incident.code}-{incident.turn}"
+
+
+def _clock(t: float | None) -> str:
+    if t is None:
+        return ""
+    import datetime as _dt
+
+    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
