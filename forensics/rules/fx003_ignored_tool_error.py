@@ -28,6 +28,10 @@ _NAMES = re.compile(r"\b[A-Z][A-Za-z]*(?:Error|Exception|Exit|Fault)\b|\bE[A-Z]{
                     r"|\b[A-Z]{1,4}\d{3,5}\b")
 _MODULE = re.compile(r"No module named ['\"]?([\w.]+)|Cannot find module ['\"]([^'\"]+)"
                      r"|command not found: (\S+)|(\S+): command not found")
+_PLAIN_PROGRAMS = frozenset({"cd", "echo", "printf", "ls", "cat", "head", "tail", "grep", "sed",
+                             "awk", "sort", "wc", "true", "test", "sleep", "export", "source",
+                             "git", "npm", "pnpm", "yarn", "python", "python3", "node", "bash",
+                             "sh", "sudo", "find", "xargs", "tee", "mkdir", "rm", "cp", "mv"})
 _COMMON = frozenset({"error", "errors", "exception", "warning", "the", "and", "this", "that",
                      "true", "false", "none", "null", "/dev/null", "/tmp", "/usr/bin/env"})
 
@@ -40,20 +44,23 @@ def ignored_tool_error(
     probe_patterns: Sequence[str],
     benign_commands: Sequence[str],
     death_patterns: Sequence[str],
+    exit_text_patterns: Sequence[str],
     failure_text_patterns: Sequence[str],
     acknowledgements: Sequence[str],
     handoffs: Sequence[str],
     success_claims: Sequence[str],
 ) -> Iterator[Finding]:
     k = _knowledge(tuple(probe_commands), tuple(probe_patterns), tuple(benign_commands),
-                   tuple(death_patterns), tuple(failure_text_patterns), tuple(acknowledgements),
-                   tuple(handoffs), tuple(success_claims))
+                   tuple(death_patterns), tuple(exit_text_patterns),
+                   tuple(failure_text_patterns), tuple(acknowledgements), tuple(handoffs),
+                   tuple(success_claims))
+    status_in_text_only = session.agent == "codex"
     for result in session.turns:
         if not isinstance(result, ToolResultTurn) or result.aborted:
             continue
         owner = session.call_for(result)
         call = owner[1] if owner else None
-        failure = _failure(result, call, k)
+        failure = _failure(result, call, k, status_in_text_only)
         if failure is None:
             continue
         later = _rest_of_exchange(session, result.ordinal)
@@ -66,12 +73,13 @@ def ignored_tool_error(
 
 
 class _Knowledge:
-    def __init__(self, probes, probe_patterns, benign, death, failure_text, acks, handoffs,
-                 claims):
+    def __init__(self, probes, probe_patterns, benign, death, exit_text, failure_text, acks,
+                 handoffs, claims):
         self.probes = frozenset(probes)
         self.probe_patterns = [re.compile(p) for p in probe_patterns]
         self.benign = frozenset(benign)
         self.death = _any_of(death)
+        self.exit_text = _any_of(exit_text)
         self.failure_text = _any_of(failure_text)
         self.acks = _phrases(acks, prefix=True)
         self.handoffs = _phrases(handoffs, prefix=True)
@@ -106,13 +114,24 @@ def _phrases(words: Sequence[str], *, prefix: bool = False) -> re.Pattern[str]:
 # -- what counts as a failure -------------------------------------------------------------
 
 
-def _failure(result: ToolResultTurn, call: ToolCall | None, k: _Knowledge) -> str | None:
+def command_of(call: ToolCall | None) -> str | None:
+    """The shell command a call ran, also for shell-like tools readers do not know."""
+    if call is None:
+        return None
+    if call.command:
+        return call.command
+    value = call.input.get("command") or call.input.get("cmd")
+    return value if isinstance(value, str) else None
+
+
+def _failure(result: ToolResultTurn, call: ToolCall | None, k: _Knowledge,
+             status_in_text_only: bool) -> str | None:
     """How the call failed, in words, or None when it did not (or only probed)."""
     text = result.error or result.output
     died = k.death.search(result.output) if result.output else None
     if died:
         return f"output reports `{died.group(0).strip()}`"
-    command = call.command if call else None
+    command = command_of(call)
     if command and _is_probe(command, k):
         return None
     if result.timed_out:
@@ -124,7 +143,7 @@ def _failure(result: ToolResultTurn, call: ToolCall | None, k: _Knowledge) -> st
     if result.is_error:
         return f"failed: {shorten(text, 80)}" if text.strip() else "failed"
     if result.exit_code is None and text:
-        m = k.failure_text.search(text)
+        m = k.exit_text.search(text) or (status_in_text_only and k.failure_text.search(text))
         if m:
             return f"reported `{shorten(m.group(0).strip(), 60)}`"
     return None
@@ -185,15 +204,22 @@ def salient_tokens(result: ToolResultTurn, call: ToolCall | None) -> set[str]:
     for m in _QUOTED.finditer(text):
         tokens.add(m.group(1).strip())
     tokens.update(_NAMES.findall(text))
+    short: set[str] = set()
     for m in _MODULE.finditer(text):
-        tokens.update(g for g in m.groups() if g)
+        short.update(g for g in m.groups() if g)
+    command = command_of(call)
+    if command:
+        for simple in split_commands(command):
+            prog, args = program(simple)
+            if prog and prog not in _PLAIN_PROGRAMS:
+                tokens.add(prog)
     if call is not None:
         for key in ("filePath", "file_path", "path", "filename", "notebook_path"):
             value = call.input.get(key)
             if isinstance(value, str) and value:
                 tokens.add(value)
                 tokens.add(re.split(r"[/\\]", value)[-1])
-    return {t for t in tokens if len(t) > 3 and t.lower() not in _COMMON}
+    return {t for t in tokens if len(t) > 3 and t.lower() not in _COMMON} | short
 
 
 def _edges(text: str, size: int = 2000) -> str:
@@ -204,7 +230,9 @@ def _dealt_with(result: ToolResultTurn, call: ToolCall | None, replies: list[Ass
                 k: _Knowledge) -> bool:
     tokens = salient_tokens(result, call)
     lowered = {t.lower() for t in tokens}
-    failed_prog = _main_program(call.command) if call and call.command else None
+    failed_command = command_of(call)
+    failed_prog = _main_program(failed_command) if failed_command else None
+    echoes = _input_windows(call) if call is not None and not failed_command else []
     for reply in replies:
         words = f"{reply.text}\n{reply.reasoning}".lower()
         if words.strip():
@@ -212,13 +240,25 @@ def _dealt_with(result: ToolResultTurn, call: ToolCall | None, replies: list[Ass
                 return True
             if any(t in words for t in lowered):
                 return True
+            if any(w in words for w in echoes):
+                return True  # did by hand what the failed tool was for (asked in plain text)
         for later in reply.tool_calls:
             if call is not None and _same_call(call, later, failed_prog):
                 return True
-            blob = (later.command or orjson.dumps(later.input).decode()).lower()
+            blob = (command_of(later) or orjson.dumps(later.input).decode()).lower()
             if any(t in blob for t in lowered):
                 return True
     return False
+
+
+def _input_windows(call: ToolCall, size: int = 12, step: int = 6) -> list[str]:
+    """Short slices of a failed call's long text arguments, to spot them echoed in a reply."""
+    out = []
+    for value in call.input.values():
+        if isinstance(value, str) and len(value) >= 2 * size:
+            text = value[:300].lower()
+            out.extend(text[i:i + size] for i in range(0, len(text) - size, step))
+    return out
 
 
 def _main_program(command: str) -> tuple[str, tuple[str, ...]] | None:
@@ -230,20 +270,17 @@ def _main_program(command: str) -> tuple[str, tuple[str, ...]] | None:
 
 
 def _same_call(call: ToolCall, later: ToolCall, failed_prog) -> bool:
-    """A retry: the same tool on the same target, or the same program on the same arguments."""
-    if call.command and later.command:
-        if " ".join(call.command.split()) == " ".join(later.command.split()):
+    """A retry: the same program on the same arguments, or the same non-shell tool again."""
+    failed, again_cmd = command_of(call), command_of(later)
+    if failed and again_cmd:
+        if " ".join(failed.split()) == " ".join(again_cmd.split()):
             return True
-        again = _main_program(later.command)
+        again = _main_program(again_cmd)
         if failed_prog and again and failed_prog[0] == again[0]:
             if not failed_prog[1] or set(failed_prog[1]) & set(again[1]):
                 return True
         return False
-    if call.name == later.name:
-        for key in ("filePath", "file_path", "path", "url", "pattern"):
-            if key in call.input and call.input.get(key) == later.input.get(key):
-                return True
-    return False
+    return not failed and call.name == later.name
 
 
 # -- the finding ------------------------------------------------------------------------------
@@ -252,7 +289,7 @@ def _same_call(call: ToolCall, later: ToolCall, failed_prog) -> bool:
 def _finding(session: Session, result: ToolResultTurn, owner, failure: str,
              replies: list[AssistantTurn], k: _Knowledge) -> Finding:
     turn, call = owner if owner else (result, None)
-    what = f"`{shorten(call.command, 90)}`" if call and call.command else (
+    what = f"`{shorten(command_of(call), 90)}`" if command_of(call) else (
         f"the {result.name or 'tool'} call")
     first = replies[0]
     claims = [r for r in replies if r.text.strip() and k.claims.search(r.text.lower())]
