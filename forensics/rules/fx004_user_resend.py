@@ -32,13 +32,15 @@ def user_resend(
     similarity: float,
     short_message_chars: int,
     lookback: int,
+    template_patterns: Sequence[str],
     retry_phrases: Sequence[str],
     continue_phrases: Sequence[str],
 ) -> Iterator[Finding]:
     retries = {_bare(p) for p in retry_phrases}
     continues = {_bare(p) for p in continue_phrases}
+    templates = [re.compile(p) for p in template_patterns]
     users = [t for t in session.turns if isinstance(t, UserTurn)]
-    keys = [_key(u) for u in users]
+    keys = [_key(u, templates) for u in users]
     for j, user in enumerate(users):
         if j == 0:
             continue
@@ -57,7 +59,7 @@ def user_resend(
         if status == "none" and not earlier.queued:
             continue  # a quick edit before any reply
         needs_bad = not earlier.queued and (
-            user.command is not None
+            keys[j][0] is not None
             or len(keys[j][1]) < short_message_chars
             or earlier is not previous
         )
@@ -70,9 +72,14 @@ def _bare(text: str) -> str:
     return _PUNCT.sub("", " ".join(text.lower().split()))
 
 
-def _key(user: UserTurn) -> tuple[str | None, str]:
+def _key(user: UserTurn, templates: list[re.Pattern[str]]) -> tuple[str | None, str]:
+    """What to compare: a command and its arguments, or the text the user typed."""
     if user.command is not None:
         return user.command, " ".join((user.arguments or "").lower().split())
+    for i, pattern in enumerate(templates):
+        m = pattern.match(user.text)
+        if m:
+            return f"template:{i}", " ".join(m.group(1).lower().split())
     return None, " ".join(user.text.lower().split())
 
 
