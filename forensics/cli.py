@@ -162,8 +162,7 @@ def scan(
     else:
         from forensics import report
 
-        text = "\n".join(report.render_session(r, fmt=format.value, redact=redact)
-                         for r in results)
+        text = report.render_sessions(results, fmt=format.value, redact=redact)
     if output:
         output.write_text(text, encoding="utf-8")
     else:
@@ -251,6 +250,41 @@ def render_text(results, read_errors) -> str:
                  f"session{'s' * (sessions != 1)}" + (f", {len(read_errors)} unreadable"
                                                      if read_errors else ""))
     return "\n".join(lines) + "\n"
+
+
+@app.command("report")
+def report_command(
+    path: Annotated[Path, typer.Argument(help="Session file, folder or opencode data dir.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write the reports to.")],
+    redact: Annotated[bool, typer.Option(
+        "--redact/--no-redact", help="Redact secrets (API keys, tokens, passwords).")] = True,
+    select: Select = None,
+    ignore: Ignore = None,
+    config: ConfigPath = None,
+    input_format: InputFormat = None,
+) -> None:
+    """Write a case study per incident (Markdown and HTML), one folder per session."""
+    from forensics.engine import scan_session
+    from forensics.report import write_reports
+
+    cfg = build_config(config, select, ignore)
+    sessions, _ = load_sessions(path, input_format)
+    rules = cfg.rules()
+    results = [scan_session(s, cfg, rules) for s in sessions]
+    try:
+        written = write_reports(results, output, redact=redact)
+    except OSError as exc:
+        raise fail(f"{exc.filename or output}: {exc.strerror or exc}")
+    incidents = sum(len(r.incidents) for r in results)
+    folders = sorted({p.parent for p in written if p.name == "index.html"})
+    for folder in folders:
+        n = sum(1 for p in written if p.parent == folder and p.suffix == ".md"
+                and p.name != "index.md")
+        typer.echo(f"{folder}/index.html  ({n} incident report{'s' * (n != 1)})")
+    typer.echo(f"wrote {len(written)} files to {output} "
+               f"({incidents} incident{'s' * (incidents != 1)} in {len(results)} "
+               f"session{'s' * (len(results) != 1)})")
+    raise typer.Exit(EXIT_FINDINGS if incidents else EXIT_CLEAN)
 
 
 @app.command("rules")

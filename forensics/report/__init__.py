@@ -20,7 +20,8 @@ from forensics.report import story
 from forensics.report.redact import redact
 from forensics.report.svg import incident_id, timeline_svg
 
-__all__ = ["render_incident", "render_session", "write_reports", "case_study", "redact"]
+__all__ = ["render_incident", "render_session", "render_sessions", "write_reports", "case_study",
+           "redact"]
 
 FORMATS = ("markdown", "html")
 _EXT = {"markdown": "md", "html": "html"}
@@ -41,13 +42,15 @@ def case_study(result: ScanResult, incident: Incident) -> story.CaseStudy:
 
 
 def _context(result: ScanResult, cs: story.CaseStudy, *, redact: bool, prefix: str = "") -> dict:
+    """What a case-study template needs; ``prefix`` keeps ids unique when cases share a page."""
+    own = prefix + incident_id(cs.incident)
     return {
         "cs": cs,
         "session": result.session,
         "redact": redact,
-        "id_prefix": prefix,
+        "id_prefix": own + "-",
         "linked_turns": {s.ordinal for s in cs.timeline},
-        "incident_id": incident_id(cs.incident),
+        "incident_id": own,
     }
 
 
@@ -68,18 +71,34 @@ def render_session(result: ScanResult, *, fmt: str = "markdown", redact: bool = 
     ``timeline_image`` is a relative path to a ``timeline.svg`` written beside a Markdown file
     (Markdown viewers do not render inline SVG); HTML always carries the figure inline.
     """
+    return render_sessions([result], fmt=fmt, redact=redact, timeline_image=timeline_image)
+
+
+def render_sessions(results: Sequence[ScanResult], *, fmt: str = "markdown",
+                    redact: bool = True, timeline_image: str | None = None) -> str:
+    """Several sessions' reports as one document (what ``scan --format html`` prints)."""
     from forensics.report.render import render
 
     _check(fmt)
+    several = len(results) > 1
+    docs = [_session_doc(r, fmt, redact, f"s{n}-" if several else "", n)
+            for n, r in enumerate(results, 1)]
+    if fmt == "html":
+        return render("session.html.j2", fmt, docs=docs, redact=redact)
+    return "\n---\n\n".join(
+        render("session.md.j2", fmt, redact=redact, timeline_image=timeline_image, **doc)
+        for doc in docs)
+
+
+def _session_doc(result: ScanResult, fmt: str, redact: bool, prefix: str, index: int) -> dict:
     studies = [case_study(result, i) for i in result.incidents]
-    clean = redact_fn(redact)
-    svg = timeline_svg(result.session, result.incidents, clean=clean) if fmt == "html" else ""
-    return render(f"session.{_EXT[fmt]}.j2", fmt, session=result.session, result=result,
-                  studies=studies, svg=svg, redact=redact, timeline_image=timeline_image,
-                  severity_counts=_severity_counts(result.incidents),
-                  contexts=[_context(result, cs, redact=redact, prefix=incident_id(cs.incident)
-                                     + "-") for cs in studies],
-                  index=None)
+    svg = (timeline_svg(result.session, result.incidents, clean=redact_fn(redact),
+                        id_prefix=prefix) if fmt == "html" else "")
+    return {
+        "session": result.session, "result": result, "studies": studies, "svg": svg,
+        "index": index, "severity_counts": _severity_counts(result.incidents),
+        "contexts": [_context(result, cs, redact=redact, prefix=prefix) for cs in studies],
+    }
 
 
 def write_reports(results: Sequence[ScanResult], out_dir: Path | str, *,

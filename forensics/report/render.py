@@ -112,7 +112,12 @@ def _build(fmt: str):
     def r(ctx, text: Any) -> str:
         return _maybe_redact(ctx, "" if text is None else str(text))
 
+    def rule_prose_html(text: str):
+        """Rule-file prose marks commands with backticks; show them as code."""
+        return Markup(re.sub(r"`([^`\n]+)`", r"<code>\1</code>", str(escape(text))))
+
     env.filters.update(
+        prose=rule_prose_html if fmt == "html" else (lambda text: text),
         sentence=sentence_html if fmt == "html" else sentence_md,
         r=r,
         md=md_inline,

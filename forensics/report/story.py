@@ -167,7 +167,7 @@ _DEFAULT_PORTS = (
 _FLAG = re.compile(r"(?<![\w/.-])(--[A-Za-z][\w-]*)")
 _ENV_PREFIX = re.compile(r"^(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=\S*\s*(?:&&\s*|;\s*)?")
 _DEATH = re.compile(r"\bKilled\b|Segmentation fault|core dumped|EADDRINUSE|address already in use|"
-                    r"port is already allocated|is already in use|Traceback|Error\b|error:|"
+                    r"port is already allocated|is (?:already )?in use|Traceback|Error\b|error:|"
                     r"Exception\b|FAILED|fatal:|No such file|command not found|Permission denied")
 _FIGURE = re.compile(
     r"\d[\d,]*(?:\.\d+)?\s?(?:[KMGT]?tok/s|tokens?/s|it/s|samples?/s|req/s|[KMGTP]?FLOPS|"
@@ -252,7 +252,7 @@ def result_status(result: ToolResultTurn) -> str:
         return f"exited with code {result.exit_code}"
     if result.is_error:
         return "failed"
-    return "finished"
+    return "succeeded" if result.exit_code == 0 else "came back"
 
 
 def telling_lines(text: str, limit: int = 3) -> list[str]:

@@ -57,7 +57,7 @@ def _position(session: Session) -> tuple[Callable[[Turn], float], str]:
 
 
 def timeline_svg(session: Session, incidents: Sequence[Incident], *,
-                 clean: Callable[[str], str] = lambda s: s) -> str:
+                 clean: Callable[[str], str] = lambda s: s, id_prefix: str = "") -> str:
     """An inline ``<svg>`` of ``session`` with ``incidents`` marked; ``clean`` filters titles."""
     x_of, axis = _position(session)
     rows = {name: i for i, name in enumerate(ROWS + ("incidents",))}
@@ -93,7 +93,7 @@ def timeline_svg(session: Session, incidents: Sequence[Incident], *,
         color = SEVERITY_COLORS.get(inc.severity, "#ca8a04")
         label = (f"{inc.code} {inc.rule} ({inc.severity}) · turn {inc.turn} · "
                  f"{clean(inc.anchor)}")
-        out.append(f'<a href="#{incident_id(inc)}"><circle cx="{x}" cy="{y:.0f}" r="6" '
+        out.append(f'<a href="#{id_prefix}{incident_id(inc)}"><circle cx="{x}" cy="{y:.0f}" r="6" '
                    f'fill="{color}" stroke="#fff" stroke-width="1.5" class="incident-mark">'
                    f'<title>{escape(label)}</title></circle></a>')
     axis_y = top + len(rows) * ROW + 14

@@ -1,0 +1,269 @@
+"""Case-study reports: Markdown snapshots per incident, determinism, escaping and redaction.
+
+Snapshots live in tests/fixtures/report_snapshots/, one file per incident of the sessions in
+tests/fixtures/report_cases.toml (case DSL, see rulecases.py). After a deliberate change to the
+report, a rule's message or a rule file's prose, regenerate and review the diff:
+
+    FORENSICS_REGEN_SNAPSHOTS=1 pytest tests/test_report.py
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import FIXTURES
+from forensics import report
+from forensics.cli import app
+from forensics.engine import ScanResult, scan_session
+from forensics.model import AssistantTurn, ToolCall, ToolResultTurn, UserTurn, Session
+from forensics.report.redact import redact, secret_kinds
+from forensics.report.story import program, ports_in, telling_lines
+from forensics.rules import registry
+from rulecases import build_case
+
+CASES_FILE = FIXTURES / "report_cases.toml"
+SNAPSHOTS = FIXTURES / "report_snapshots"
+REGEN = os.environ.get("FORENSICS_REGEN_SNAPSHOTS") == "1"
+
+
+def _results() -> dict[str, ScanResult]:
+    data = tomllib.loads(CASES_FILE.read_text(encoding="utf-8"))
+    out = {}
+    for raw in data["case"]:
+        case = build_case("REPORT", raw, source=f"report_cases.toml#{raw['name']}")
+        out[raw["name"]] = scan_session(case.session)
+    return out
+
+
+RESULTS = _results()
+INCIDENTS = [(name, inc) for name, r in RESULTS.items() for inc in r.incidents]
+
+
+def _snapshot_name(case: str, inc) -> str:
+    return f"{case}__{inc.code}-{inc.turn}.md"
+
+
+@pytest.mark.parametrize(("case", "incident"), INCIDENTS,
+                         ids=[f"{c}-{i.code}-{i.turn}" for c, i in INCIDENTS])
+def test_markdown_snapshot(case, incident) -> None:
+    text = report.render_incident(RESULTS[case], incident, fmt="markdown")
+    path = SNAPSHOTS / _snapshot_name(case, incident)
+    if REGEN:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    assert path.exists(), f"no snapshot {path.name}; run FORENSICS_REGEN_SNAPSHOTS=1 and review it"
+    assert text == path.read_text(encoding="utf-8"), (
+        f"{path.name} differs; if the change is intended, regenerate with "
+        "FORENSICS_REGEN_SNAPSHOTS=1 pytest tests/test_report.py and review the diff")
+
+
+def test_no_stale_snapshots() -> None:
+    expected = {_snapshot_name(c, i) for c, i in INCIDENTS}
+    present = {p.name for p in SNAPSHOTS.glob("*.md")}
+    if REGEN:
+        for name in present - expected:
+            (SNAPSHOTS / name).unlink()
+        present &= expected
+    assert present == expected
+
+
+def test_every_rule_has_several_snapshot_incidents() -> None:
+    per_rule: dict[str, int] = {}
+    for _, inc in INCIDENTS:
+        per_rule[inc.code] = per_rule.get(inc.code, 0) + 1
+    for code in registry():
+        assert per_rule.get(code, 0) >= 2, f"{code}: add report cases that it flags"
+
+
+def test_seed_like_stories_name_the_facts() -> None:
+    """The seed-000 shape: the report tells the message, the kill, the user's correction."""
+    result = RESULTS["relaunch-after-ready"]
+    empty = next(i for i in result.incidents if i.rule == "empty-response")
+    cs = report.case_study(result, empty)
+    assert cs.incident.turn == 14 and cs.flagged_quote is None
+    assert [s.ordinal for s in cs.timeline if s.flagged] == [14]
+    labels = {s.ordinal: s.label for s in cs.timeline}
+    assert labels[13] == "failed call" and labels[11] == "user" and labels[7] == "kill"
+    text = report.render_incident(result, empty)
+    assert "The message is empty" in text
+    assert "“No the first launch already worked, it's still ready.”" in text
+    assert "71.6 tok/s" in text  # the last figure the assistant reported
+    assert "`30000 (default of sglang)`" in text
+    # Sections with nothing to say are left out.
+    resend = RESULTS["empty-then-verbatim-resend"]
+    inc = next(i for i in resend.incidents if i.rule == "user-resend")
+    md = report.render_incident(resend, inc)
+    assert "## What you need to know" not in md  # no commands were involved
+    assert "word for word" in md and "reasoning only" in md
+    assert "14.8 Ktok/s" in md
+
+
+def test_render_is_deterministic() -> None:
+    for result in RESULTS.values():
+        for fmt in ("markdown", "html"):
+            assert report.render_session(result, fmt=fmt) == report.render_session(result, fmt=fmt)
+
+
+def _hostile_session() -> ScanResult:
+    key = "sk-ant-api03-" + "Zx9" * 12
+    turns = [
+        UserTurn(ordinal=1, anchor="msg_u1", text=f"deploy with <script>alert('pwn')</script> "
+                 f"and ANTHROPIC key {key}"),
+        AssistantTurn(ordinal=2, anchor="msg_a2", tool_calls=[ToolCall(
+            call_id="c1", name="bash", anchor="msg_a2",
+            command=f"curl -H 'Authorization: Bearer {key}' https://admin:hunter2@example.com/<b>",
+            input={})]),
+        ToolResultTurn(ordinal=3, anchor="msg_a2", call_id="c1", name="bash",
+                       output="<img src=x onerror=alert(1)> failed", exit_code=1),
+        AssistantTurn(ordinal=4, anchor="msg_a4", text=""),
+        UserTurn(ordinal=5, anchor="msg_u5", text=f"deploy with <script>alert('pwn')</script> "
+                 f"and ANTHROPIC key {key}"),
+    ]
+    session = Session(id="ses_hostile", agent="opencode", format="case", source="hostile.json",
+                      turns=turns)
+    result = scan_session(session)
+    assert result.incidents, "the hostile session must produce incidents to render"
+    return result, key
+
+
+def test_html_escapes_and_redacts() -> None:
+    result, key = _hostile_session()
+    html = report.render_session(result, fmt="html")
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "<img src=x" not in html and "&lt;img src=x" in html
+    assert key not in html and "hunter2" not in html
+    assert "[REDACTED:anthropic-key]" in html and "[REDACTED:password]" in html
+    for inc in result.incidents:
+        one = report.render_incident(result, inc, fmt="html")
+        assert "<script>" not in one and key not in one
+    assert "http://" not in html.replace("http://www.w3.org/2000/svg", "")  # nothing to fetch
+    assert "<link" not in html and "src=" not in html.replace("&lt;img src=x", "")
+
+
+def test_markdown_redacts_and_neutralises_html() -> None:
+    result, key = _hostile_session()
+    md = report.render_session(result, fmt="markdown")
+    assert key not in md and "hunter2" not in md
+    assert "[REDACTED:anthropic-key]" in md
+    # Outside code blocks, transcript HTML is backslash-escaped so viewers show it as text.
+    outside = md.split("```")[::2]
+    assert not any("<script>" in part for part in outside)
+
+
+def test_no_redact_keeps_the_text() -> None:
+    result, key = _hostile_session()
+    md = report.render_session(result, fmt="markdown", redact=False)
+    html = report.render_session(result, fmt="html", redact=False)
+    assert key in md and key in html
+    assert "<script>" not in html  # escaping stays on: it is not optional
+
+
+@pytest.mark.parametrize("text,kind", [
+    ("export ANTHROPIC_API_KEY=sk-ant-api03-abcdefghijklmnopqrstuvwxyz012345", "anthropic-key"),
+    ("OPENAI_API_KEY=sk-proj-abc123def456ghi789jkl012mno", "openai-key"),
+    ("token ghp_abcdefghijklmnopqrstuvwxyz0123456789AB", "github-token"),
+    ("github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuv", "github-token"),
+    ("SLACK=xoxb-123456789012-abcdefghijkl", "slack-token"),
+    ("aws AKIAIOSFODNN7EXAMPLE", "aws-access-key"),
+    ("key=AIzaSyA-1234567890abcdefghijklmnopqrstu", "google-api-key"),
+    ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+     "jwt"),
+    ("Authorization: Bearer abcdef0123456789abcdef", "bearer-token"),
+    ("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----", "private-key"),
+    ("postgres://admin:s3cretpass@db:5432/app", "password"),
+    ("mysql --password=hunter22 -u root", "password"),
+    ("curl 'https://x/api?api_key=abcdef123456'", "api-key"),
+])
+def test_redact_positives(text: str, kind: str) -> None:
+    out = redact(text)
+    assert f"[REDACTED:{kind}]" in out, out
+    assert kind in secret_kinds(text)
+
+
+@pytest.mark.parametrize("text", [
+    "commit 3f786850e387550fdab836ed7e6dc881de23001b",
+    "request 123e4567-e89b-12d3-a456-426614174000",
+    "msg_01HXQ4Z8K9J3M2N1P0R7S6T5V4 and prt_9ab3c1d2e3f4",
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk",
+    "the task-runner-with-a-long-kebab-name-2024 ran",
+    "max_tokens=2048, tokens: 100, tokenizer=fast",
+    "password: $DB_PASSWORD and api_key=${API_KEY}",
+    "https://github.com/org/repo/pull/12 and git@github.com:org/repo.git",
+    "risk-assessment-2024-v2-final-draft-approved",
+])
+def test_redact_negatives(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_shell_knowledge() -> None:
+    assert program("export CUDA_HOME=/usr/local/cuda && nohup /root/env/bin/python3 -m "
+                   "sglang.launch_server --tp 8 &") == "sglang.launch_server"
+    assert program("cd web && npm run dev") == "npm run dev"
+    assert ports_in("uvicorn app:app --port 9000") == [("9000", "explicit")]
+    assert ports_in("python -m sglang.launch_server --tp 8") == [("30000", "default of sglang")]
+    assert telling_lines("ok\nstarting\n/bin/bash: line 15: 54525 Killed  nohup x", 1) == [
+        "/bin/bash: line 15: 54525 Killed nohup x"]
+
+
+def test_report_command_writes_files(tmp_path: Path) -> None:
+    session_file = tmp_path / "hostile.json"
+    result, key = _hostile_session()
+    out = tmp_path / "out"
+    written = report.write_reports([result, RESULTS["dev-server-twice"]], out)
+    names = sorted(str(p.relative_to(out)) for p in written)
+    assert "index.html" in names and "index.md" in names
+    assert "ses_hostile/index.html" in names and "ses_hostile/timeline.svg" in names
+    per_incident = [n for n in names if n.startswith("ses_hostile/FX")]
+    assert len(per_incident) == 2 * len(result.incidents)
+    for inc in result.incidents:
+        assert f"ses_hostile/{inc.code}-{inc.anchor}.md" in names
+    assert all(key not in p.read_text(encoding="utf-8") for p in written)
+    del session_file
+
+
+def test_report_cli_exit_codes(tmp_path: Path) -> None:
+    runner = CliRunner()
+    res = runner.invoke(app, ["report", str(tmp_path / "missing.json"), "-o", str(tmp_path)])
+    assert res.exit_code == 2
+    clean = tmp_path / "clean.jsonl"
+    clean.write_text("not a transcript\n", encoding="utf-8")
+    res = runner.invoke(app, ["report", str(clean), "-o", str(tmp_path / "o")])
+    assert res.exit_code == 2
+
+
+def test_report_cli_on_transcripts(tmp_path: Path) -> None:
+    """Exit 1 and files for a transcript with incidents; exit 0 (index only) for a clean one."""
+    runner = CliRunner()
+    noisy = FIXTURES / "ingest" / "opencode_export_v1.json"
+    res = runner.invoke(app, ["report", str(noisy), "-o", str(tmp_path / "a")])
+    assert res.exit_code == 1, res.output
+    folders = [p for p in (tmp_path / "a").iterdir() if p.is_dir()]
+    assert len(folders) == 1 and (folders[0] / "index.html").is_file()
+    assert any(p.name.startswith("FX") and p.suffix == ".md" for p in folders[0].iterdir())
+    assert f"{folders[0]}/index.html" in res.output
+    clean = FIXTURES / "ingest" / "codex_exec.jsonl"
+    res = runner.invoke(app, ["report", str(clean), "-o", str(tmp_path / "b")])
+    assert res.exit_code == 0, res.output
+    (folder,) = [p for p in (tmp_path / "b").iterdir() if p.is_dir()]
+    assert sorted(p.name for p in folder.iterdir()) == ["index.html", "index.md", "timeline.svg"]
+    res = runner.invoke(app, ["report", str(noisy), "-o", str(tmp_path / "c"), "--select",
+                              "FX004", "--ignore", "FX004"])
+    assert res.exit_code == 0
+
+
+def test_scan_markdown_and_html(tmp_path: Path) -> None:
+    runner = CliRunner()
+    noisy = FIXTURES / "ingest" / "opencode_export_v1.json"
+    md = runner.invoke(app, ["scan", str(noisy), "--format", "markdown"])
+    assert md.exit_code == 1 and md.output.startswith("# Session ")
+    out = tmp_path / "r.html"
+    html = runner.invoke(app, ["scan", str(noisy), str(FIXTURES / "ingest" / "codex_exec.jsonl"),
+                               "--format", "html", "-o", str(out)])
+    assert html.exit_code == 1
+    page = out.read_text(encoding="utf-8")
+    assert page.count("<html") == 1 and page.count('<section class="session">') == 2
