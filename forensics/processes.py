@@ -1,0 +1,1104 @@
+"""Long-running processes the assistant launched, and what the transcript says became of them.
+
+The duplicate-launch rule needs a model of process state that no single turn holds: which
+servers and background jobs the assistant started, on which port, and whether each was still
+alive when the next launch came. ``track`` builds that model in one walk over the turns:
+
+* **Launch**: a shell pipeline that starts something long-running: a server pattern
+  (``sglang.launch_server``, ``uvicorn``, ``npm run dev``…), or anything sent to the background
+  (trailing ``&``, ``docker run -d``, ``tmux new -d``, Claude Code ``run_in_background``) that is
+  not a short command (tests, builds, installs).
+* **State over time**: alive until the transcript shows it ended: a kill aimed at it (by PID, by
+  ``pkill -f`` pattern, by name, by port, ``docker stop``, ``KillShell``…), its own result showing
+  it exited, crashed, was killed or never bound its port, or the harness killing a foreground
+  command at its timeout. A session resumed after a long pause, a compaction or a new session
+  start makes every earlier process UNKNOWN. A later answer from its port revives a launch whose
+  kill could have missed (a PID kill may hit only the wrapper shell) or whose state was unknown.
+* **Up signals**: a health check that got an answer, the launch's own output saying it is ready,
+  the user saying it is up (structure first: the first short user message after the launch's
+  result that neither asks for a relaunch nor reports a failure; plus a word list).
+
+Background-task notifications (``EventTurn`` "notification") concern the wrapper shell and are
+ignored on purpose: they do not prove the server exited.
+
+All knowledge (patterns, default ports, kill forms, phrases) comes in as data: ``Knowledge`` is
+compiled once per parameter set from the rule's ``[params]``.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from forensics.model import AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn, UserTurn
+
+Clock = tuple[int, int, int]
+"""Where something happened: (turn ordinal, call index, pipeline index within the script)."""
+
+
+class State(str, Enum):
+    ALIVE = "alive"
+    ENDED = "ended"
+    UNKNOWN = "unknown"
+
+
+@dataclass
+class Change:
+    """A change in a launch's state, and why."""
+
+    clock: Clock
+    state: State
+    kind: str
+    """exit, timeout, abort, killed, crash, conflict, kill-pid, kill-pattern, kill-name,
+    kill-port, kill-container, kill-group, kill-session, kill-harness, kill-unresolved,
+    resume, revived, expired."""
+    reason: str
+    ordinal: int
+
+
+@dataclass
+class Signal:
+    """Evidence that a launch was up: a health check, its own ready line, the user's word."""
+
+    clock: Clock
+    kind: str  # health, output, user, running
+    ordinal: int
+    text: str = ""
+
+
+@dataclass(eq=False)
+class Launch:
+    """One long-running process the assistant started."""
+
+    seq: int
+    command: str
+    """The launching pipeline as written (wrappers and redirections included)."""
+    normalized: str
+    server: str | None
+    """Name of the server pattern that matched (``sglang``, ``vite``…), or None for a generic
+    background job."""
+    port: int | None
+    port_explicit: bool
+    background: bool
+    detached: bool
+    weak: bool
+    reconciling: bool
+    cwd: str | None
+    turn: int
+    anchor: str
+    clock: Clock
+    call_id: str
+    time: float | None = None
+    result: int | None = None
+    pids: set[int] = field(default_factory=set)
+    handles: set[str] = field(default_factory=set)
+    logs: set[str] = field(default_factory=set)
+    deadline: float | None = None
+    changes: list[Change] = field(default_factory=list)
+    signals: list[Signal] = field(default_factory=list)
+    conflict: bool = False
+    """Its own output showed the port was already taken."""
+    killed_at_once: bool = False
+
+    def state_before(self, clock: Clock) -> tuple[State, Change | None]:
+        state, last = State.ALIVE, None
+        for change in self.changes:
+            if change.clock >= clock:
+                break
+            state, last = change.state, change
+        return state, last
+
+    @property
+    def state(self) -> State:
+        return self.changes[-1].state if self.changes else State.ALIVE
+
+    def end(self, clock: Clock, kind: str, reason: str, ordinal: int,
+            state: State = State.ENDED) -> None:
+        self.changes.append(Change(clock, state, kind, reason, ordinal))
+
+    def equivalent(self, other: "Launch") -> bool:
+        """Same normalised command (in the same directory, when both are known), or same port."""
+        if self.port is not None and self.port == other.port:
+            return True
+        if self.normalized != other.normalized:
+            return False
+        if self.cwd and other.cwd:
+            return _basename(self.cwd) == _basename(other.cwd)
+        return True
+
+
+# -- knowledge ---------------------------------------------------------------------------------
+
+def _compile(pattern: str, flags: int = re.I | re.M) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern, flags)
+    except re.error:
+        return re.compile(re.escape(pattern), flags)
+
+
+def _union(patterns: Iterable[str], flags: int = re.I | re.M) -> re.Pattern[str] | None:
+    parts = [p for p in patterns if p]
+    if not parts:
+        return None
+    return _compile("|".join(f"(?:{p})" for p in parts), flags)
+
+
+def _words(words: Iterable[str]) -> re.Pattern[str] | None:
+    """A phrase list as one regex; ASCII phrases match on word boundaries, others anywhere."""
+    parts = []
+    for w in words:
+        w = w.strip()
+        if not w:
+            continue
+        esc = re.escape(w)
+        parts.append(rf"(?<!\w){esc}(?!\w)" if w.isascii() else esc)
+    return _compile("|".join(parts)) if parts else None
+
+
+_CACHE: dict[Any, "Knowledge"] = {}
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+@dataclass
+class Knowledge:
+    """The rule's data, compiled once per parameter set."""
+
+    servers: list[tuple[str, re.Pattern[str]]]
+    server_any: re.Pattern[str] | None
+    default_ports: dict[str, int]
+    background: re.Pattern[str] | None
+    short: re.Pattern[str] | None
+    weak: re.Pattern[str] | None
+    reconciling: set[str]
+    port_patterns: list[re.Pattern[str]]
+    bound_ports: list[re.Pattern[str]]
+    kills: dict[str, list[re.Pattern[str]]]
+    kill_any: re.Pattern[str] | None
+    harness_kill_tools: dict[str, str]
+    harness_poll_tools: dict[str, str]
+    background_ids: list[re.Pattern[str]]
+    pid_patterns: list[re.Pattern[str]]
+    conflict: re.Pattern[str] | None
+    crash: re.Pattern[str] | None
+    up: re.Pattern[str] | None
+    health_ok: re.Pattern[str] | None
+    health: re.Pattern[str] | None
+    down: re.Pattern[str] | None
+    user_up: re.Pattern[str] | None
+    relaunch_request: re.Pattern[str] | None
+    failure: re.Pattern[str] | None
+    script_children: set[str]
+    resume_gap: float
+    prefilter: re.Pattern[str]
+
+    @classmethod
+    def build(cls, **params: Any) -> "Knowledge":
+        key = _freeze(params)
+        cached = _CACHE.get(key)
+        if cached is not None:
+            return cached
+        servers = [(name, _compile(p)) for name, p in params["server_commands"].items()]
+        kills = {kind: [_compile(p) for p in (pats if isinstance(pats, list) else [pats])]
+                 for kind, pats in params["kill_commands"].items()}
+        kill_patterns = [p for pats in params["kill_commands"].values()
+                         for p in (pats if isinstance(pats, list) else [pats])]
+        loose = [p[1:] if p.startswith("^") else p for p in
+                 [*params["server_commands"].values(), *params["background_markers"],
+                  *params["weak_launchers"], *kill_patterns]]
+        pre = [*loose,
+               r"(?<![&>|])&(?![&>])", params["health_check_commands"] or "x^",
+               r"\b(?:lsof|pgrep|ps|ss|netstat|fuser)\b"]
+        know = cls(
+            servers=servers,
+            server_any=_union(params["server_commands"].values()),
+            default_ports={k: int(v) for k, v in params["default_ports"].items()},
+            background=_union(params["background_markers"]),
+            short=_union(params["short_commands"]),
+            weak=_union(params["weak_launchers"]),
+            reconciling=set(params["reconciling_commands"]),
+            port_patterns=[_compile(p) for p in params["port_patterns"]],
+            bound_ports=[_compile(p) for p in params["bound_port_patterns"]],
+            kills=kills,
+            kill_any=_union(kill_patterns),
+            harness_kill_tools=dict(params["harness_kill_tools"]),
+            harness_poll_tools=dict(params["harness_poll_tools"]),
+            background_ids=[_compile(p) for p in params["background_id_patterns"]],
+            pid_patterns=[_compile(p) for p in params["pid_patterns"]],
+            conflict=_union(params["port_conflict_patterns"]),
+            crash=_union(params["crash_patterns"]),
+            up=_union(params["up_patterns"]),
+            health_ok=_union(params["health_ok_patterns"]),
+            health=_compile(params["health_check_commands"]) if params["health_check_commands"]
+            else None,
+            down=_union(params["down_patterns"]),
+            user_up=_words(params["user_up_words"]),
+            relaunch_request=_words(params["relaunch_request_words"]),
+            failure=_words(params["failure_words"]),
+            script_children={n.lower() for n in params["script_child_names"]},
+            resume_gap=float(params["resume_gap_minutes"]) * 60.0,
+            prefilter=_union(pre) or re.compile("x^"),
+        )
+        if len(_CACHE) > 32:
+            _CACHE.clear()
+        _CACHE[key] = know
+        return know
+
+
+# -- shell text --------------------------------------------------------------------------------
+
+@dataclass
+class Pipeline:
+    """One pipeline of a script (stages joined by ``|`` stay together), and whether ``&`` ended it."""
+
+    text: str
+    background: bool = False
+
+
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][\w-]*)\1")
+
+
+def _strip_heredocs(script: str) -> str:
+    if "<<" not in script:
+        return script
+    out: list[str] = []
+    ending: list[str] = []
+    for line in script.split("\n"):
+        if ending:
+            if line.strip() == ending[0]:
+                ending.pop(0)
+            continue
+        out.append(line)
+        ending.extend(m.group(2) for m in _HEREDOC.finditer(line))
+    return "\n".join(out)
+
+
+def split_pipelines(script: str) -> list[Pipeline]:
+    """Split a shell script into pipelines at ``;``, newlines, ``&&``, ``||`` and ``&``.
+
+    Quotes, ``$( … )``, backticks, comments and heredoc bodies are respected; ``2>&1``, ``&>``
+    and ``|&`` are redirections, not separators.
+    """
+    text = _strip_heredocs(script)
+    pipes: list[Pipeline] = []
+    buf: list[str] = []
+    quote = ""
+    depth = 0
+    i, n = 0, len(text)
+
+    def flush(background: bool = False) -> None:
+        chunk = "".join(buf).strip()
+        buf.clear()
+        chunk = _trim_grouping(chunk)
+        if chunk:
+            pipes.append(Pipeline(chunk, background))
+        elif background and pipes and not pipes[-1].background:
+            pipes[-1].background = True
+
+    while i < n:
+        c = text[i]
+        if quote:
+            buf.append(c)
+            if c == "\\" and quote == '"' and i + 1 < n:
+                buf.append(text[i + 1])
+                i += 2
+                continue
+            if c == quote:
+                quote = ""
+            i += 1
+            continue
+        if c in "'\"`":
+            quote = c
+            buf.append(c)
+        elif c == "\\" and i + 1 < n:
+            if text[i + 1] == "\n":
+                buf.append(" ")
+            else:
+                buf.append(c + text[i + 1])
+            i += 2
+            continue
+        elif c == "$" and i + 1 < n and text[i + 1] == "(":
+            depth += 1
+            buf.append("$(")
+            i += 2
+            continue
+        elif c == ")" and depth:
+            depth -= 1
+            buf.append(c)
+        elif depth:
+            buf.append(c)
+        elif c == "#" and (i == 0 or text[i - 1] in " \t\n;&|("):
+            while i < n and text[i] != "\n":
+                i += 1
+            continue
+        elif c in "\n;":
+            flush()
+        elif c == "&":
+            if i + 1 < n and text[i + 1] == "&":
+                flush()
+                i += 2
+                continue
+            prev = text[i - 1] if i else ""
+            nxt = text[i + 1] if i + 1 < n else ""
+            if prev in "<>|" or nxt == ">":
+                buf.append(c)
+            else:
+                flush(background=True)
+        elif c == "|" and i + 1 < n and text[i + 1] == "|":
+            flush()
+            i += 2
+            continue
+        else:
+            buf.append(c)
+        i += 1
+    flush()
+    return pipes
+
+
+def _trim_grouping(chunk: str) -> str:
+    """Drop subshell / group brackets left at a pipeline's edges: ``(cmd &)``, ``{ cmd; }``."""
+    chunk = chunk.lstrip("({ \t")
+    while chunk and chunk[-1] in ")} \t":
+        if chunk[-1] == ")" and chunk.count(")") <= chunk.count("("):
+            break
+        if chunk[-1] == "}" and chunk.count("}") <= chunk.count("{"):
+            break
+        chunk = chunk[:-1]
+    return chunk.strip()
+
+
+_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_WRAPPERS = {"nohup", "setsid", "exec", "time", "command", "builtin", "stdbuf", "caffeinate",
+             "unbuffer", "disown"}
+_WRAPPERS_WITH_ARG = {"nice": {"-n"}, "sudo": {"-u", "-g"}, "env": {"-u"},
+                      "timeout": set(), "stdbuf": set()}
+_REDIRECT = re.compile(r"^(?:\d*|&)>>?(?:&\d+|&-)?$|^(?:\d*|&)>>?\S+$|^\d*<\S*$|^<<<?$|^\d*>&\d+$")
+_LOG_TOKEN = re.compile(r"\.(?:log|out|err)$", re.I)
+
+
+def _tokens(text: str) -> tuple[list[str], bool]:
+    try:
+        return shlex.split(text, posix=True), True
+    except ValueError:
+        return text.split(), False
+
+
+def strip_command(text: str) -> tuple[list[str], dict[str, str], dict[str, Any]]:
+    """Tokens of a launch with env prefixes, wrappers and redirections taken off.
+
+    Returns (tokens, env assignments, notes) where notes hold ``detached`` (nohup/setsid),
+    ``timeout`` (seconds of a ``timeout N`` wrapper) and ``logs`` (redirection targets).
+    """
+    tokens, _ = _tokens(text)
+    env: dict[str, str] = {}
+    notes: dict[str, Any] = {"detached": False, "timeout": None, "logs": set()}
+    out: list[str] = []
+    i = 0
+    leading = True
+    while i < len(tokens):
+        tok = tokens[i]
+        if leading:
+            if tok == "export" or tok in ("sudo",) and i + 1 < len(tokens):
+                i += 1
+                if tok == "sudo":
+                    while i < len(tokens) and tokens[i].startswith("-"):
+                        i += 2 if tokens[i] in _WRAPPERS_WITH_ARG["sudo"] else 1
+                continue
+            if _ASSIGN.match(tok):
+                name, _, value = tok.partition("=")
+                env[name] = value
+                i += 1
+                continue
+            if tok in _WRAPPERS:
+                notes["detached"] |= tok in ("nohup", "setsid", "disown")
+                i += 1
+                while i < len(tokens) and tokens[i].startswith("-") and tok in ("setsid", "stdbuf"):
+                    i += 1
+                continue
+            if tok == "env":
+                i += 1
+                while i < len(tokens) and (tokens[i].startswith("-") or _ASSIGN.match(tokens[i])):
+                    if _ASSIGN.match(tokens[i]):
+                        name, _, value = tokens[i].partition("=")
+                        env[name] = value
+                    i += 1
+                continue
+            if tok == "nice":
+                i += 1
+                while i < len(tokens) and tokens[i].startswith("-"):
+                    i += 2 if tokens[i] == "-n" else 1
+                continue
+            if tok == "timeout":
+                i += 1
+                while i < len(tokens) and tokens[i].startswith("-"):
+                    i += 1
+                if i < len(tokens):
+                    notes["timeout"] = _duration(tokens[i])
+                    i += 1
+                continue
+            leading = False
+        if _REDIRECT.match(tok):
+            target = tok.lstrip("0123456789&").lstrip("<>")
+            if target.startswith("&"):
+                i += 1
+                continue
+            if not target and i + 1 < len(tokens):
+                target = tokens[i + 1]
+                i += 1
+            if target and not target.startswith("/dev/"):
+                notes["logs"].add(target)
+            i += 1
+            continue
+        if tok in ("&", "disown"):
+            i += 1
+            continue
+        out.append(tok)
+        i += 1
+    # ``| tee file`` stages: the file is a log, the stage is not part of the command.
+    if "|" in out:
+        cut = out.index("|")
+        rest = out[cut + 1:]
+        if rest and rest[0] == "tee":
+            notes["logs"].update(t for t in rest[1:] if not t.startswith("-") and t != "|")
+            out = out[:cut]
+    return out, env, notes
+
+
+def _duration(text: str) -> float | None:
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd]?)", text)
+    if not m:
+        return None
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+
+
+def normalize(text: str) -> str:
+    """A launch command in comparable form.
+
+    Whitespace folded; environment prefixes (``FOO=bar``, ``export …``), wrappers (``nohup``,
+    ``setsid``, ``env``, ``timeout N``…), output redirections, ``| tee`` stages, log-file names
+    and a trailing ``&`` removed. ``cd``/``source`` prefixes are separate pipelines and never
+    reach this function when called on a pipeline; called on a whole script, it keeps the last
+    pipeline that is not ``cd``/``source``/``export``/an assignment. Idempotent.
+    """
+    pipes = split_pipelines(text)
+    chosen = fallback = ""
+    for pipe in pipes:
+        toks, _, _ = strip_command(pipe.text)
+        if not toks:
+            continue
+        if _program(toks) not in _INERT:
+            chosen = pipe.text
+        elif toks[0] not in ("cd", "source", ".", "export", "set", "pushd", "popd"):
+            fallback = pipe.text
+    chosen = chosen or fallback
+    if not chosen:
+        return ""
+    toks, _, _ = strip_command(chosen)
+    kept = [t for t in toks if not _LOG_TOKEN.search(t)]
+    cleaned: list[str] = []
+    skip = False
+    for t in kept:
+        if skip:
+            skip = False
+            continue
+        if t in ("--log-file", "--logfile", "--log-path"):
+            skip = True
+            continue
+        if re.match(r"--log-?(?:file|path)=", t):
+            continue
+        cleaned.append(t)
+    return " ".join(shlex.quote(t) for t in cleaned)
+
+
+def _basename(path: str) -> str:
+    return re.split(r"[\\/]", path.rstrip("\\/"))[-1].lower()
+
+
+def _program(tokens: Sequence[str]) -> str:
+    if not tokens:
+        return ""
+    prog = _basename(tokens[0])
+    return prog[:-4] if prog.endswith(".exe") else prog
+
+
+# -- the tracker -------------------------------------------------------------------------------
+
+_INERT = {"echo", "printf", "cat", "grep", "rg", "egrep", "sed", "awk", "git", "which", "type",
+          "man", "head", "tail", "less", "more", "ps", "pgrep", "lsof", "ss", "netstat", "test",
+          "[", "[[", "ls", "find", "wc", "sort", "jq", "curl", "wget", "sleep", "true", "false",
+          "wait", "read", "cd", "source", ".", "export", "set", "unset", "local", "if", "then",
+          "else", "fi", "for", "do", "done", "while", "case", "esac", "return", "exit", "kill",
+          "pkill", "killall", "fuser", "xargs", "vim", "vi", "nano", "code", "touch", "mkdir",
+          "rm", "cp", "mv", "chmod", "chown", "diff", "tee", "get-content", "write-host",
+          "write-output", "select-string", "get-process", "stop-process", "test-path",
+          "get-childitem", "get-nettcpconnection", "invoke-webrequest", "invoke-restmethod",
+          "taskkill", "tasklist", "pushd", "popd", "docker-compose-ps", "mkdocs-build"}
+
+
+@dataclass
+class _Script:
+    """What one tool call's script says, pipeline by pipeline."""
+
+    pipes: list[Pipeline]
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+
+
+class Tracker:
+    """Walks a session once and builds every launch with its state over time."""
+
+    def __init__(self, session: Session, know: Knowledge) -> None:
+        self.session = session
+        self.k = know
+        self.launches: list[Launch] = []
+        self.by_call: dict[str, list[Launch]] = {}
+        self.by_handle: dict[str, Launch] = {}
+        self.log_names: dict[str, list[Launch]] = {}
+        self.pending_user_check: list[Launch] = []
+        self._last_time: float | None = None
+        self._last_user_check_done: set[int] = set()
+
+    # -- walking ---------------------------------------------------------------------------
+
+    def run(self) -> list[Launch]:
+        for turn in self.session.turns:
+            self._gap(turn)
+            if isinstance(turn, AssistantTurn):
+                for idx, call in enumerate(turn.tool_calls):
+                    self._call(turn, idx, call)
+            elif isinstance(turn, ToolResultTurn):
+                self._result(turn)
+            elif isinstance(turn, UserTurn):
+                self._user(turn)
+            elif isinstance(turn, EventTurn):
+                if turn.event in ("compaction", "session_start"):
+                    self._unknown_all((turn.ordinal, 0, 0), turn.ordinal,
+                                      "compaction" if turn.event == "compaction"
+                                      else "a new session start")
+        return self.launches
+
+    def _gap(self, turn: Any) -> None:
+        t = turn.time
+        if t is None:
+            return
+        if self._last_time is not None and t - self._last_time > self.k.resume_gap:
+            hours = (t - self._last_time) / 3600
+            self._unknown_all((turn.ordinal, -1, 0), turn.ordinal,
+                              f"the session resumed after {hours:.1f} h")
+        self._last_time = t if self._last_time is None else max(t, self._last_time)
+
+    def _unknown_all(self, clock: Clock, ordinal: int, why: str) -> None:
+        for launch in self.launches:
+            if launch.state is State.ALIVE:
+                launch.end(clock, "resume", why, ordinal, State.UNKNOWN)
+
+    def _alive(self) -> list[Launch]:
+        return [l for l in self.launches if l.state is State.ALIVE]
+
+    # -- calls -----------------------------------------------------------------------------
+
+    def _call(self, turn: AssistantTurn, idx: int, call: ToolCall) -> None:
+        k = self.k
+        harness_key = k.harness_kill_tools.get(call.name)
+        if harness_key:
+            handle = str(call.input.get(harness_key, ""))
+            launch = self.by_handle.get(handle)
+            if launch and launch.state is not State.ENDED:
+                launch.end((turn.ordinal, idx, 0), "kill-harness",
+                           f"{call.name} {handle} at {turn.anchor}", turn.ordinal)
+            return
+        if call.name in k.harness_poll_tools:
+            key = k.harness_poll_tools[call.name]
+            chars = call.input.get("chars")
+            handle = str(call.input.get(key, ""))
+            launch = self.by_handle.get(handle)
+            if launch and isinstance(chars, str) and ("\x03" in chars or "\\u0003" in chars):
+                launch.end((turn.ordinal, idx, 0), "kill-harness",
+                           f"Ctrl-C sent to session {handle} at {turn.anchor}", turn.ordinal)
+            return
+        script = command_of(call)
+        if not script:
+            return
+        if not k.prefilter.search(script) and not any(n in script for n in self.log_names):
+            return
+        pipes = split_pipelines(script)
+        ctx = _Script(pipes)
+        workdir = call.input.get("workdir") or call.input.get("cwd")
+        ctx.cwd = workdir if isinstance(workdir, str) else None
+        script_launches: list[Launch] = []
+        assigns = _assignments(script)
+        for p_idx, pipe in enumerate(pipes):
+            clock = (turn.ordinal, idx, p_idx + 1)
+            toks, env, notes = strip_command(pipe.text)
+            if not toks:
+                ctx.env.update(env)
+                continue
+            prog = _program(toks)
+            if prog == "cd" and len(toks) > 1:
+                ctx.cwd = toks[1]
+                continue
+            if prog in ("export", "set") or (not toks and env):
+                continue
+            if self._kill(pipe.text, toks, prog, clock, turn, script_launches, assigns):
+                continue
+            launch = self._launch(pipe, toks, env, notes, prog, clock, turn, call, ctx)
+            if launch:
+                script_launches.append(launch)
+        for launch in script_launches:
+            self.by_call.setdefault(call.call_id, []).append(launch)
+
+    def _launch(self, pipe: Pipeline, toks: list[str], env: dict[str, str],
+                notes: dict[str, Any], prog: str, clock: Clock, turn: AssistantTurn,
+                call: ToolCall, ctx: _Script) -> Launch | None:
+        k = self.k
+        text = pipe.text
+        if prog in _INERT:
+            return None
+        stripped = " ".join(toks)
+        server = None
+        for name, pat in k.servers:
+            if pat.search(stripped):
+                server = name
+                break
+        detach_marker = bool(k.background and k.background.search(stripped))
+        background = pipe.background or detach_marker or call.background
+        weak = bool(k.weak and k.weak.search(stripped)) and server is None
+        if server is None and not background and not weak:
+            return None
+        if server is None and k.short and k.short.search(stripped):
+            return None
+        if notes["timeout"] is not None and not background:
+            return None
+        port, explicit = self._port(stripped, {**ctx.env, **env}, server)
+        launch = Launch(
+            seq=len(self.launches), command=text.strip(), normalized=normalize(text),
+            server=server, port=port, port_explicit=explicit, background=background,
+            detached=notes["detached"] or detach_marker or call.background,
+            weak=weak, reconciling=server in k.reconciling, cwd=ctx.cwd,
+            turn=turn.ordinal, anchor=turn.anchor, clock=clock, call_id=call.call_id,
+            time=turn.time,
+        )
+        if notes["timeout"] is not None and turn.time is not None:
+            launch.deadline = turn.time + notes["timeout"]
+        launch.logs = {l for l in notes["logs"]}
+        for name in launch.logs:
+            self.log_names.setdefault(name, []).append(launch)
+        self.launches.append(launch)
+        return launch
+
+    def _port(self, text: str, env: dict[str, str], server: str | None) -> tuple[int | None, bool]:
+        for pat in self.k.port_patterns:
+            m = pat.search(text)
+            if m:
+                value = next((g for g in m.groups() if g), None)
+                if value and value.isdigit():
+                    return int(value), True
+        if env.get("PORT", "").isdigit():
+            return int(env["PORT"]), True
+        if server and server in self.k.default_ports:
+            return self.k.default_ports[server], False
+        return None, False
+
+    # -- kills -----------------------------------------------------------------------------
+
+    def _kill(self, text: str, toks: list[str], prog: str, clock: Clock, turn: AssistantTurn,
+              script_launches: list[Launch], assigns: dict[str, tuple[str, Any]]) -> bool:
+        """Apply a kill in this pipeline to the launches it aims at; True if it was a kill."""
+        k = self.k
+        if not k.kill_any or not k.kill_any.search(text):
+            return False
+        where = f"`{_short(text)}` at {turn.anchor}"
+        for kind, pats in k.kills.items():
+            for pat in pats:
+                m = pat.search(text)
+                if not m:
+                    continue
+                target = next((g for g in m.groups() if g), "") if m.groups() else ""
+                self._apply_kill(kind, target.strip(), clock, turn, where, script_launches,
+                                 assigns)
+                return True
+        return False
+
+    def _apply_kill(self, kind: str, target: str, clock: Clock, turn: AssistantTurn,
+                    where: str, script_launches: list[Launch],
+                    assigns: dict[str, tuple[str, Any]]) -> None:
+        alive = [l for l in self.launches if l.state is not State.ENDED]
+        hit: list[Launch] = []
+        how = kind
+        if kind == "port":
+            port = int(target) if target.isdigit() else None
+            hit = [l for l in alive if port is not None and l.port == port]
+        elif kind == "pid":
+            args = [a for a in re.split(r"[\s,]+", target) if a]
+            if any(a in ("-0", "-l", "-L") for a in args):
+                return  # a liveness probe, not a kill
+            pids = {int(a) for a in args if a.isdigit()}
+            refs = [a for a in args if a.startswith(("$", "%", '"$'))]
+            for ref in refs:
+                name = ref.strip('"${}()')
+                kind_, value = assigns.get(name, ("", None))
+                if ref.startswith("%") or name == "!" or kind_ == "bg":
+                    hit.extend(l for l in script_launches if l.background)
+                elif kind_ == "port":
+                    hit.extend(l for l in alive if l.port == value)
+                elif "lsof" in ref or "lsof" in target:
+                    m = re.search(r":(\d{2,5})", target)
+                    if m:
+                        hit.extend(l for l in alive if l.port == int(m.group(1)))
+            if "$(" in target and "lsof" in target and not hit:
+                m = re.search(r":(\d{2,5})", target)
+                if m:
+                    hit.extend(l for l in alive if l.port == int(m.group(1)))
+                    how = "port"
+            for l in alive:
+                if l.pids & pids:
+                    hit.append(l)
+            if not hit and (pids or refs):
+                for l in alive:
+                    if l.state is State.ALIVE and not l.reconciling and l.server != "docker":
+                        l.end(clock, "kill-unresolved",
+                              f"a kill of a process the transcript does not name ({where})",
+                              turn.ordinal, State.UNKNOWN)
+                return
+        elif kind in ("pattern", "name"):
+            pattern = _kill_target(target, kind)
+            if not pattern:
+                return
+            rx = _compile(pattern, re.I) if kind == "pattern" else None
+            for l in alive:
+                toks, _, _ = strip_command(l.command)
+                prog = _program(toks)
+                if kind == "pattern":
+                    hay = " ".join(toks)
+                    ok = bool(rx.search(hay)) or bool(rx.search(l.command))
+                else:
+                    ok = prog == pattern.lower() or prog.startswith(pattern.lower()[:15]) \
+                        and len(pattern) >= 15
+                    ok = ok or pattern.lower() in (prog, prog.rstrip("0123456789."))
+                if not ok and prog in ("npm", "pnpm", "yarn", "bun", "npx", "node"):
+                    word = pattern.lower()
+                    ok = any(re.search(rf"(?<![\w-]){re.escape(c)}(?![\w-])", word)
+                             for c in self.k.script_children)
+                if ok:
+                    hit.append(l)
+        elif kind == "container":
+            names = [t for t in re.split(r"\s+", target) if t and not t.startswith("-")]
+            for l in alive:
+                if l.server not in ("docker",):
+                    continue
+                if "$(" in target or any(n in l.command for n in names):
+                    hit.append(l)
+        elif kind == "group":
+            group = target.lower()
+            for l in alive:
+                if l.server and (l.server == group or l.server.startswith(group)):
+                    hit.append(l)
+        elif kind == "session":
+            for l in alive:
+                if l.server in ("tmux", "screen") and (not target or target in l.command):
+                    hit.append(l)
+        for l in dict.fromkeys(hit):
+            l.end(clock, f"kill-{how}", f"killed by {where}", turn.ordinal)
+
+    # -- results ---------------------------------------------------------------------------
+
+    def _result(self, res: ToolResultTurn) -> None:
+        k = self.k
+        out = res.output or ""
+        clock = (res.ordinal, 0, 0)
+        call_info = self.session.call_for(res)
+        call = call_info[1] if call_info else None
+        if call and call.name in k.harness_poll_tools:
+            handle = str(call.input.get(k.harness_poll_tools[call.name], ""))
+            launch = self.by_handle.get(handle)
+            if launch:
+                self._poll(launch, res, out, clock)
+            return
+        launches = self.by_call.get(res.call_id, [])
+        for launch in launches:
+            launch.result = res.ordinal
+            self._own_result(launch, res, out, clock)
+        if call is not None and not launches:
+            script = command_of(call)
+            if script:
+                self._probe_output(script, res, out, clock)
+        elif call is not None and launches:
+            script = command_of(call)
+            if script and k.health and k.health.search(script):
+                self._probe_output(script, res, out, clock)
+
+    def _own_result(self, launch: Launch, res: ToolResultTurn, out: str, clock: Clock) -> None:
+        k = self.k
+        for pat in k.background_ids:
+            m = pat.search(out)
+            if m:
+                launch.handles.add(m.group(1))
+                self.by_handle[m.group(1)] = launch
+        still_running = bool(launch.handles) or res.error == "tool call still running when " \
+            "the session was saved"
+        for pat in k.pid_patterns:
+            for m in pat.finditer(out):
+                launch.pids.add(int(m.group(1)))
+        for pat in k.bound_ports:
+            m = None
+            for m in pat.finditer(out):
+                pass
+            if m:
+                launch.port = int(m.group(1))
+                launch.port_explicit = True
+        conflict = bool(k.conflict and k.conflict.search(out))
+        if conflict and not _moved_port(out, k):
+            launch.conflict = True
+            launch.end(clock, "conflict", f"its port was already taken ({res.anchor})",
+                       res.ordinal)
+            return
+        if conflict:
+            launch.conflict = True  # came up on another port: two servers now run
+        if res.killed and not res.timed_out:
+            launch.killed_at_once = True
+            launch.end(clock, "killed", "it was killed at once", res.ordinal)
+            return
+        foreground = not launch.background
+        if foreground and not still_running:
+            if res.timed_out:
+                launch.end(clock, "timeout", "the harness killed it at its timeout", res.ordinal)
+            elif res.aborted:
+                launch.end(clock, "abort", "the user interrupted it", res.ordinal)
+            else:
+                code = f" with code {res.exit_code}" if res.exit_code is not None else ""
+                launch.end(clock, "exit", f"its command returned{code}", res.ordinal)
+            return
+        if res.timed_out and not launch.detached:
+            launch.end(clock, "timeout", "the harness killed its process group at the timeout",
+                       res.ordinal)
+            return
+        self._read_log(launch, out, clock, res.ordinal, own=True)
+
+    def _poll(self, launch: Launch, res: ToolResultTurn, out: str, clock: Clock) -> None:
+        """BashOutput / TaskOutput / write_stdin on a launch's handle."""
+        status = re.search(r"<status>(\w+)</status>|\"status\":\s*\"(\w+)\"", out)
+        word = (status.group(1) or status.group(2)).lower() if status else ""
+        exited = re.search(r"Process exited with code (\d+)", out)
+        if self.k.conflict and self.k.conflict.search(out):
+            launch.conflict = True
+        if (word in ("completed", "failed", "killed", "exited") or exited) \
+                and not launch.background:
+            launch.end(clock, "exit", f"its task reported {word or 'exit'} ({res.anchor})",
+                       res.ordinal)
+            return
+        self._read_log(launch, out, clock, res.ordinal, own=False)
+
+    def _read_log(self, launch: Launch, out: str, clock: Clock, ordinal: int, own: bool) -> None:
+        k = self.k
+        last_up = _last(k.up, out)
+        last_crash = _last(k.crash, out)
+        if last_crash > last_up:
+            launch.end(clock, "crash", "its output showed it crashed", ordinal)
+            return
+        if last_up >= 0 and launch.state is State.ALIVE:
+            launch.signals.append(Signal(clock, "output", ordinal, _line_at(out, last_up)))
+        for pat in k.bound_ports:
+            m = None
+            for m in pat.finditer(out):
+                pass
+            if m:
+                launch.port = int(m.group(1))
+
+    def _probe_output(self, script: str, res: ToolResultTurn, out: str, clock: Clock) -> None:
+        """Health checks, log reads and process listings after a launch."""
+        k = self.k
+        # log files of earlier launches
+        for name, launches in self.log_names.items():
+            if name in script and re.search(r"\b(?:tail|cat|head|less|grep|Get-Content|type)\b",
+                                            script):
+                for launch in launches:
+                    if launch.state is State.ALIVE and launch.result is not None:
+                        self._read_log(launch, out, clock, res.ordinal, own=False)
+        if k.health:
+            for m in k.health.finditer(script):
+                port = int(m.group(1)) if m.group(1) and m.group(1).isdigit() else None
+                if port is None:
+                    continue
+                self._health(port, res, out, clock)
+        if re.search(r"\b(?:lsof|pgrep|ps|ss|netstat)\b", script):
+            self._pids_from_listing(script, out)
+
+    def _health(self, port: int, res: ToolResultTurn, out: str, clock: Clock) -> None:
+        k = self.k
+        if res.exit_code not in (None, 0) or res.is_error or res.timed_out:
+            return
+        body = out.strip()
+        if not body or (k.down and k.down.search(body)):
+            return
+        if not ((k.health_ok and k.health_ok.search(body)) or (k.up and k.up.search(body))):
+            return
+        candidates = [l for l in self.launches if l.port == port and l.clock < clock]
+        if not candidates:
+            return
+        latest = candidates[-1]
+        state, change = latest.changes[-1].state if latest.changes else State.ALIVE, \
+            latest.changes[-1] if latest.changes else None
+        text = _short(body.splitlines()[0] if body.splitlines() else body, 60)
+        if state is State.ALIVE:
+            latest.signals.append(Signal(clock, "health", res.ordinal, text))
+        elif change is not None and change.kind in ("kill-pid", "resume", "kill-unresolved",
+                                                    "kill-harness"):
+            latest.end(clock, "revived",
+                       f"port {port} still answered at {res.anchor} after {change.reason}",
+                       res.ordinal, State.ALIVE)
+            latest.signals.append(Signal(clock, "health", res.ordinal, text))
+
+    def _pids_from_listing(self, script: str, out: str) -> None:
+        ports = {int(p) for p in re.findall(r":(\d{2,5})\b", script)}
+        for line in out.splitlines()[:200]:
+            nums = re.findall(r"(?:^|\s|pid=)(\d{2,7})(?=\s|,|$)", line)
+            if not nums:
+                continue
+            pid = int(nums[0]) if not line.lstrip()[:1].isalpha() else int(nums[0])
+            line_ports = {int(p) for p in re.findall(r":(\d{2,5})\b", line)} or ports
+            for launch in self.launches:
+                if launch.state is State.ENDED:
+                    continue
+                sig = _signature(launch)
+                if (launch.port is not None and launch.port in line_ports) or \
+                        (sig and sig in line):
+                    launch.pids.add(pid)
+
+    # -- users -----------------------------------------------------------------------------
+
+    def _user(self, turn: UserTurn) -> None:
+        k = self.k
+        text = turn.text.strip()
+        asks = bool(k.relaunch_request and k.relaunch_request.search(text))
+        fails = bool(k.failure and k.failure.search(text))
+        says_up = bool(k.user_up and k.user_up.search(text))
+        short = len(text) <= 40 and len(text.split()) <= 6
+        clock = (turn.ordinal, 0, 0)
+        for launch in self.launches:
+            first = launch.seq not in self._last_user_check_done and launch.result is not None
+            if launch.result is not None:
+                self._last_user_check_done.add(launch.seq)
+            if launch.state is not State.ALIVE or asks or fails:
+                continue
+            if says_up or (first and short and text):
+                launch.signals.append(Signal(clock, "user", turn.ordinal, _short(text, 60)))
+
+
+def _assignments(script: str) -> dict[str, tuple[str, Any]]:
+    out: dict[str, tuple[str, Any]] = {}
+    for m in re.finditer(r"\b([A-Za-z_]\w*)=(\$!|\$\(([^)]*)\))", script):
+        name, value, inner = m.group(1), m.group(2), m.group(3) or ""
+        if value == "$!":
+            out[name] = ("bg", None)
+        elif "lsof" in inner or "fuser" in inner:
+            pm = re.search(r":(\d{2,5})", inner)
+            if pm:
+                out[name] = ("port", int(pm.group(1)))
+    return out
+
+
+def _kill_target(target: str, kind: str) -> str:
+    """The pattern or name a pkill/killall/Stop-Process aims at, flags and signals removed."""
+    toks, _ = _tokens(target)
+    words = []
+    skip = False
+    for t in toks:
+        if skip:
+            skip = False
+            continue
+        if t in ("-s", "-signal", "--signal", "-u", "-U", "-g", "-t", "-P", "/F", "/T", "-f"):
+            skip = t not in ("-f", "/F", "/T")
+            continue
+        if t.startswith("-") or t.startswith("/") and len(t) <= 4:
+            continue
+        if t in ("2>/dev/null", "||", "true", "|"):
+            break
+        if t.startswith(("2>", ">", "&")):
+            break
+        words.append(t)
+    name = words[0] if words else ""
+    if kind == "name" and name.lower().endswith(".exe"):
+        name = name[:-4]
+    return name
+
+
+def _moved_port(out: str, k: Knowledge) -> bool:
+    """The server noticed the taken port and came up on another one (Next.js, Vite)."""
+    return bool(re.search(r"trying (?:\d+|another one)|using (?:port )?\d+ instead", out, re.I))
+
+
+def _last(pattern: re.Pattern[str] | None, text: str) -> int:
+    if pattern is None:
+        return -1
+    pos = -1
+    for m in pattern.finditer(text):
+        pos = m.start()
+    return pos
+
+
+def _line_at(text: str, pos: int) -> str:
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    return _short(text[start:end if end >= 0 else None].strip(), 60)
+
+
+def _signature(launch: Launch) -> str:
+    """A piece of the launch's command that a process listing line would show."""
+    toks = launch.normalized.split()
+    if not toks:
+        return ""
+    if launch.server and len(toks) >= 2:
+        for i, t in enumerate(toks):
+            if launch.server.split("-")[0] in t.lower():
+                return t.strip("'")
+    return " ".join(toks[:2]).strip("'") if len(toks) > 1 else ""
+
+
+def _short(text: str, width: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+_CODE_MODE = re.compile(r"exec_command\(\s*(\{.*?\})\s*\)", re.S)
+
+
+def command_of(call: ToolCall) -> str | None:
+    """The shell script a call runs: ``ToolCall.command``, else a ``cmd``/``command`` input."""
+    if call.command:
+        return call.command
+    for key in ("command", "cmd"):
+        value = call.input.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            if len(value) >= 3 and value[1] in ("-lc", "-c"):
+                return value[2]
+            return " ".join(shlex.quote(v) for v in value)
+    code = call.input.get("code") or call.input.get("input")
+    if isinstance(code, str) and "exec_command" in code:
+        import json
+        cmds = []
+        for m in _CODE_MODE.finditer(code):
+            try:
+                value = json.loads(m.group(1)).get("cmd")
+            except ValueError:
+                continue
+            if isinstance(value, str):
+                cmds.append(value)
+        return "\n".join(cmds) or None
+    return None
+
+
+def track(session: Session, know: Knowledge) -> list[Launch]:
+    """Every long-running launch in ``session``, with its state changes and up signals."""
+    return Tracker(session, know).run()
