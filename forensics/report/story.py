@@ -112,6 +112,8 @@ class CaseStudy:
     flagged_quote: str | None = None
     """The flagged message's words, or None when it was empty (the intro says so)."""
     flagged_command: str | None = None
+    flagged_empty: bool = False
+    """The flagged message showed the user nothing (the intro says so; no quote)."""
     introduction: list[Sentence] = field(default_factory=list)
     context: list[Sentence] = field(default_factory=list)
     figures: list[Sentence] = field(default_factory=list)
@@ -891,6 +893,7 @@ def _introduction(cs: CaseStudy, session: Session, incident: Incident) -> None:
     if isinstance(turn, AssistantTurn):
         if not turn.visible:
             cs.flagged_quote = None
+            cs.flagged_empty = True
             cs.introduction.append(S("The message is empty: it holds no text and no tool call",
                                      " (only reasoning the user never saw)"
                                      if turn.reasoning.strip() else "", "."))
