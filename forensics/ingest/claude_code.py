@@ -161,7 +161,7 @@ class _Reader:
 
     def add(self, line: int, rec: dict) -> None:
         self.records += 1
-        kind = rec.get("type")
+        kind = _str(rec.get("type"))
         time = iso_to_unix(rec.get("timestamp"))
         if time is not None:
             self.started = time if self.started is None else min(self.started, time)
@@ -197,7 +197,7 @@ class _Reader:
         elif kind in SKIPPED_TYPES:
             pass
         else:
-            name = str(kind) if kind is not None else "(no type)"
+            name = kind if kind is not None else _type_name(rec.get("type"))
             self.unknown[name] += 1
             self.unknown_first_line.setdefault(name, line)
 
@@ -452,7 +452,7 @@ class _Reader:
                                        time=time, text=text, queued=True, images=images))
 
     def _system(self, line: int, rec: dict, time: float | None) -> None:
-        subtype = rec.get("subtype")
+        subtype = _str(rec.get("subtype"))
         content = rec.get("content") if isinstance(rec.get("content"), str) else ""
         if subtype in SKIPPED_SYSTEM:
             return
@@ -513,6 +513,15 @@ class _Reader:
             agent_version=self.version, models=list(self.models), project_dir=self.cwd,
             title=title, parent_id=parent, started=self.started, ended=self.ended,
             turns=self.turns, issues=self.issues, notes=notes)
+
+
+def _str(value: Any) -> str | None:
+    """A record's tag when it is a string (fuzzed or broken records carry anything)."""
+    return value if isinstance(value, str) else None
+
+
+def _type_name(value: Any) -> str:
+    return "(no type)" if value is None else f"({type(value).__name__} type)"
 
 
 def _error_text(error: Any) -> str:

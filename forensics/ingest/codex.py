@@ -261,7 +261,7 @@ class _Reader:
         if time is not None:
             self.started = time if self.started is None else min(self.started, time)
             self.ended = time if self.ended is None else max(self.ended, time)
-        kind = rec.get("type")
+        kind = _str(rec.get("type"))
         payload = rec.get("payload")
         if "payload" not in rec and isinstance(kind, str) and (
                 kind in STEP_ITEMS or kind in OUTPUT_ITEMS or kind == "message"):
@@ -288,7 +288,7 @@ class _Reader:
         elif kind is None and self.meta is None and isinstance(rec.get("id"), str):
             self.meta, self.meta_line = rec, line  # pre-envelope rollouts: first line is meta
         else:
-            self._unknown(line, str(kind) if kind is not None else "(no type)")
+            self._unknown(line, kind if kind is not None else _type_name(rec.get("type")))
 
     def _unknown(self, line: int, name: str) -> None:
         self.unknown[name] += 1
@@ -360,7 +360,7 @@ class _Reader:
     # -- response items ---------------------------------------------------------------------
 
     def _item(self, line: int, item: dict, time: float | None) -> None:
-        kind = item.get("type")
+        kind = _str(item.get("type"))
         if kind == "message":
             role = item.get("role")
             if role == "assistant":
@@ -379,9 +379,9 @@ class _Reader:
         elif kind == "reasoning":
             step = self._open_step(line, time)
             step.part_kinds.append("reasoning")
-            parts = [s.get("text") for s in item.get("summary") or []
+            parts = [s.get("text") for s in _list(item.get("summary"))
                      if isinstance(s, dict) and isinstance(s.get("text"), str)]
-            raw = [c.get("text") for c in item.get("content") or []
+            raw = [c.get("text") for c in _list(item.get("content"))
                    if isinstance(c, dict) and isinstance(c.get("text"), str)]
             for part in parts:
                 self._carried(part, self.pending_reasoning)
@@ -505,7 +505,7 @@ class _Reader:
     # -- events -----------------------------------------------------------------------------
 
     def _event_msg(self, line: int, ev: dict, time: float | None) -> None:
-        kind = ev.get("type")
+        kind = _str(ev.get("type"))
         if kind == "user_message":
             self._user_event(line, ev, time)
         elif kind == "agent_message":
@@ -664,6 +664,19 @@ class _Reader:
             models=list(self.models), project_dir=cwd, title=self.title, parent_id=parent,
             started=started, ended=self.ended, turns=self.turns, issues=self.issues,
             notes=notes)
+
+
+def _str(value: Any) -> str | None:
+    """A record's tag when it is a string (fuzzed or broken records carry anything)."""
+    return value if isinstance(value, str) else None
+
+
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _type_name(value: Any) -> str:
+    return "(no type)" if value is None else f"({type(value).__name__} type)"
 
 
 def _parent_of(meta: dict) -> str | None:
