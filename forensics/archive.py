@@ -101,7 +101,8 @@ class Unit:
     databases: tuple[Blob, ...] = ()
     """``tree``: ``opencode*.db`` files of the same data dir, read before the tree."""
     path: str = ""
-    """``opencode-dir``: an opencode data dir (or storage folder) on disk."""
+    """``opencode-dir``: the data dir (or storage folder) on disk; ``tree``: the tree's label
+    (``archive!data/storage``), while ``label`` names the data dir as a folder unit does."""
     stamp: str | None = None
     """Cheap change marker (size and mtime, zip CRC…) letting a rerun skip without reading."""
 
@@ -361,7 +362,9 @@ def _group(path: Path, entries: Iterator[tuple[str, Blob, str | None]],
         members = sorted(trees[root], key=lambda f: f[0]) + dbs[root]
         stamps = [s for _n, _b, s in members]
         stamp = None if None in stamps else "|".join(stamps)  # type: ignore[arg-type]
-        yield Unit(label=f"{label}!{root}" if root else label, kind="tree",
+        data_dir = data_dirs[root]
+        yield Unit(label=f"{label}!{data_dir}" if data_dir else label, kind="tree",
+                   path=f"{label}!{root}" if root else label,
                    files=tuple((rel, blob) for rel, blob, _s in sorted(trees[root],
                                                                        key=lambda f: f[0])),
                    databases=tuple(blob for _n, blob, _s in dbs[root]), stamp=stamp)

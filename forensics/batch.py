@@ -145,7 +145,8 @@ def read_unit(unit: Unit, *, known_hash: str | None = None) -> UnitRead:
                 sessions.append(s)
         except IngestError as exc:
             errors.append(exc)
-    tree = MemberTree(unit.label, ((rel, _Inline(data)) for rel, data in contents.items()))
+    tree = MemberTree(unit.path or unit.label,
+                      ((rel, _Inline(data)) for rel, data in contents.items()))
     try:
         sessions.extend(s for s in ingest._reader("opencode-storage").read_tree(tree)
                         if s.id not in seen)
@@ -487,7 +488,8 @@ def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
     config
         Rule selection and parameters (``forensics.config.load_config``).
     progress
-        Draw a progress line on stderr (only when stderr is a terminal).
+        Draw a progress line on stderr when it is a terminal (``FORENSICS_PROGRESS=1``
+        forces it).
 
     Returns
     -------
@@ -501,7 +503,9 @@ def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
     known = {} if full else _load_state(out, key)
     cases_dir = str(out / "cases") if _reporter_available() else None
     collected = collect(paths, workers=workers, config=config,
-                        progress=progress and sys.stderr.isatty(), known=known,
+                        progress=progress and (sys.stderr.isatty()
+                                               or os.environ.get("FORENSICS_PROGRESS") == "1"),
+                        known=known,
                         cases_dir=cases_dir)
     return write_outputs(collected, out, key=key, rescanned_all=full or not known)
 

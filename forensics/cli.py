@@ -321,6 +321,40 @@ def rules_command(
 
 
 @app.command()
+def batch(
+    paths: Annotated[list[Path], typer.Argument(
+        help="Session files, folders (agent data dirs, any tree mixing formats) and archives "
+             "(.zip, .tar, .tar.gz, .tar.zst), read in place.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write the tables "
+                                         "and index page to; reruns skip unchanged sources.")],
+    workers: Annotated[Optional[int], typer.Option(
+        "--workers", "-j", min=1, help="Worker processes (default: one per core).")] = None,
+    full: Annotated[bool, typer.Option("--full", help="Rescan every source, changed or not.")
+                    ] = False,
+    select: Select = None,
+    ignore: Ignore = None,
+    config: ConfigPath = None,
+    progress: Annotated[bool, typer.Option(
+        "--progress/--no-progress", help="Progress line on stderr (when it is a terminal).")
+    ] = True,
+) -> None:
+    """Scan many sessions in parallel: incidents.parquet, sessions.parquet, index.html."""
+    from forensics.batch import run_batch
+
+    cfg = build_config(config, select, ignore)
+    try:
+        summary = run_batch(paths, output, workers=workers, full=full, config=cfg,
+                            progress=progress)
+    except OSError as exc:
+        raise fail(f"{exc.filename or output}: {exc.strerror or exc}")
+    typer.echo(str(summary))
+    if summary.sessions == 0:
+        typer.echo("forensics: no agent sessions could be read", err=True)
+        raise typer.Exit(EXIT_ERROR)
+    raise typer.Exit(EXIT_FINDINGS if summary.incidents else EXIT_CLEAN)
+
+
+@app.command()
 def sample() -> None:
     """Print the path of the sample session that ships with forensics."""
     from forensics.resources import sample_session

@@ -1,0 +1,144 @@
+"""Open a page in headless Chromium and collect what its console reports as errors.
+
+Talks the DevTools protocol over ``--remote-debugging-pipe`` (fds 3 and 4), so no port, no
+websocket library and no browser download: the system ``chromium`` is enough. Errors are
+exceptions, ``console.error`` calls, and log entries of level ``error`` (failed resource loads,
+CSP violations).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "chrome")
+
+
+def find_chromium() -> str | None:
+    for name in CANDIDATES:
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+class _Pipe:
+    def __init__(self, write_fd: int, read_fd: int) -> None:
+        self.write_fd, self.read_fd = write_fd, read_fd
+        self.buf = b""
+        self.next_id = 0
+
+    def send(self, method: str, params: dict | None = None, session: str | None = None) -> int:
+        self.next_id += 1
+        msg = {"id": self.next_id, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        os.write(self.write_fd, json.dumps(msg).encode() + b"\0")
+        return self.next_id
+
+    def read(self, deadline: float) -> dict | None:
+        while b"\0" not in self.buf:
+            if time.monotonic() > deadline:
+                return None
+            import select
+
+            ready, _, _ = select.select([self.read_fd], [], [], 0.2)
+            if ready:
+                chunk = os.read(self.read_fd, 1 << 16)
+                if not chunk:
+                    return None
+                self.buf += chunk
+        raw, self.buf = self.buf.split(b"\0", 1)
+        return json.loads(raw)
+
+
+def console_errors(page: Path, *, timeout: float = 90.0) -> list[str]:
+    """Every error the page's console shows while loading ``page`` (a local file)."""
+    exe = find_chromium()
+    if exe is None:
+        raise RuntimeError("chromium is not installed")
+    to_browser_r, to_browser_w = os.pipe()
+    from_browser_r, from_browser_w = os.pipe()
+    profile = tempfile.mkdtemp(prefix="forensics-chromium-")
+    # The child sees the pipes as fds 3 (commands in) and 4 (replies out).
+    proc = subprocess.Popen(
+        [exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         "--disable-extensions", "--remote-debugging-pipe", f"--user-data-dir={profile}",
+         "about:blank"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        pass_fds=(3, 4),
+        preexec_fn=lambda: _to_3_and_4(to_browser_r, from_browser_w),
+    )
+    os.close(to_browser_r)
+    os.close(from_browser_w)
+    pipe = _Pipe(to_browser_w, from_browser_r)
+    errors: list[str] = []
+    deadline = time.monotonic() + timeout
+    try:
+        pipe.send("Target.createTarget", {"url": "about:blank"})
+        target = _reply(pipe, deadline)["result"]["targetId"]
+        pipe.send("Target.attachToTarget", {"targetId": target, "flatten": True})
+        session = _reply(pipe, deadline)["result"]["sessionId"]
+        for method in ("Runtime.enable", "Log.enable", "Page.enable"):
+            pipe.send(method, session=session)
+        pipe.send("Page.navigate", {"url": page.resolve().as_uri()}, session=session)
+        loaded = False
+        settle = None
+        while time.monotonic() < deadline:
+            msg = pipe.read(min(deadline, settle or deadline))
+            if msg is None:
+                if loaded:
+                    break
+                raise TimeoutError(f"{page} did not load in {timeout:.0f}s")
+            method, params = msg.get("method"), msg.get("params", {})
+            if method == "Page.loadEventFired":
+                loaded = True
+                settle = time.monotonic() + 0.5  # late errors (deferred loads) still count
+            elif method == "Runtime.exceptionThrown":
+                d = params["exceptionDetails"]
+                errors.append(d.get("exception", {}).get("description") or d.get("text", ""))
+            elif method == "Runtime.consoleAPICalled" and params.get("type") == "error":
+                errors.append(" ".join(str(a.get("value", a.get("description", "")))
+                                       for a in params.get("args", [])))
+            elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
+                errors.append(f"{params['entry'].get('text')} {params['entry'].get('url', '')}")
+            if settle and time.monotonic() > settle:
+                break
+    finally:
+        try:
+            pipe.send("Browser.close")
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        os.close(to_browser_w)
+        os.close(from_browser_r)
+        shutil.rmtree(profile, ignore_errors=True)
+    return errors
+
+
+def _to_3_and_4(read_fd: int, write_fd: int) -> None:
+    """In the child: put the pipe ends on fds 3 and 4 without one clobbering the other."""
+    high_r, high_w = os.dup(read_fd), os.dup(write_fd)
+    os.dup2(high_r, 3)
+    os.dup2(high_w, 4)
+
+
+def _reply(pipe: _Pipe, deadline: float) -> dict:
+    want = pipe.next_id
+    while True:
+        msg = pipe.read(deadline)
+        if msg is None:
+            raise TimeoutError("chromium did not answer")
+        if msg.get("id") == want:
+            if "error" in msg:
+                raise RuntimeError(msg["error"])
+            return msg

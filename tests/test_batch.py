@@ -1,0 +1,347 @@
+"""Batch over folders and archives: same rows via every path, incremental reruns, the schema."""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+import sqlite3
+import tarfile
+import zipfile
+from pathlib import Path
+
+import orjson
+import polars as pl
+import pytest
+from conftest import CORPUS, FIXTURES, REPO, needs_shared
+from typer.testing import CliRunner
+
+from forensics.batch import run_batch
+from forensics.cli import app
+from forensics.frame import (
+    ERROR_COLUMNS,
+    INCIDENT_COLUMNS,
+    SCHEMA_VERSION,
+    SESSION_COLUMNS,
+    TURN_COLUMNS,
+    schema,
+)
+
+CORRUPT = b"\x00\x9f\x12garbage\xff\xfe" * 64
+CORRUPT_NAME = "claude/broken-session.jsonl"
+
+
+def _session_fixtures() -> list[Path]:
+    """Every session fixture the project has: ingest fixtures and seed fixtures."""
+    out = []
+    for sub in ("ingest", "seeds"):
+        d = FIXTURES / sub
+        if d.is_dir():
+            out.extend(p for p in sorted(d.iterdir())
+                       if ".golden." not in p.name and p.suffix in (".json", ".jsonl", ".sql")
+                       or (p.is_dir() and (p / "storage").is_dir()))
+    return out
+
+
+def _not_sessions() -> list[Path]:
+    """Fixture JSON files that are not sessions (anchor lists…): a batch ignores them."""
+    from forensics.ingest.sniff import sniff_bytes
+
+    return [p for p in _session_fixtures()
+            if p.suffix == ".json" and sniff_bytes(p.read_bytes()[:65536]) is None]
+
+
+def build_folder(root: Path) -> Path:
+    """A mixed tree: every session fixture, an opencode data dir, a non-session JSON file and
+    one corrupt JSONL file."""
+    src = root / "sessions"
+    src.mkdir()
+    for p in _session_fixtures():
+        sub = src / p.parent.name
+        sub.mkdir(exist_ok=True)
+        if p.is_dir():
+            shutil.copytree(p, sub / p.name)
+        elif p.suffix == ".sql":
+            data_dir = sub / f"{p.stem}_data"
+            data_dir.mkdir()
+            con = sqlite3.connect(data_dir / "opencode.db")
+            con.executescript(p.read_text(encoding="utf-8"))
+            con.commit()
+            con.close()
+        else:
+            shutil.copy(p, sub / p.name)
+    (src / "claude").mkdir(exist_ok=True)
+    (src / CORRUPT_NAME).write_bytes(CORRUPT)
+    (src / "package.json").write_text('{"name": "not-a-session"}')
+    return src
+
+
+def _members(folder: Path) -> list[tuple[str, Path]]:
+    return [(p.relative_to(folder).as_posix(), p) for p in sorted(folder.rglob("*"))
+            if p.is_file()]
+
+
+def build_archives(folder: Path, root: Path) -> dict[str, Path]:
+    out = {}
+    with tarfile.open(root / "sessions.tar.gz", "w:gz") as tf:
+        tf.add(folder, arcname=".")
+    out["tar.gz"] = root / "sessions.tar.gz"
+    with tarfile.open(root / "sessions.tar", "w") as tf:
+        tf.add(folder, arcname="sessions")
+    out["tar"] = root / "sessions.tar"
+    with zipfile.ZipFile(root / "sessions.zip", "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, p in _members(folder):
+            zf.write(p, name)
+    out["zip"] = root / "sessions.zip"
+    import zstandard
+
+    with open(root / "sessions.tar.zst", "wb") as raw:
+        with zstandard.ZstdCompressor().stream_writer(raw) as zw:
+            with tarfile.open(fileobj=zw, mode="w|") as tf:
+                tf.add(folder, arcname=".")
+    out["tar.zst"] = root / "sessions.tar.zst"
+    return out
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("batch-inputs")
+    folder = build_folder(root)
+    return {"folder": folder, **build_archives(folder, root)}
+
+
+@pytest.fixture(scope="module")
+def batches(inputs, tmp_path_factory):
+    """One batch per input path; the folder with two workers, archives in-process."""
+    out = {}
+    for kind, path in inputs.items():
+        dest = tmp_path_factory.mktemp(f"out-{kind.replace('.', '-')}")
+        summary = run_batch([path], dest, workers=2 if kind in ("folder", "zip") else 1,
+                            progress=False)
+        out[kind] = (summary, dest)
+    return out
+
+
+def _strip(value: str | None) -> str | None:
+    """A source or origin without the folder or archive it is in (`dir/x`, `a.zip!x`)."""
+    if value is None:
+        return None
+    value = value.split("!", 1)[1] if "!" in value else value
+    value = re.sub(r"^.*?/sessions/", "", value)
+    return value.removeprefix("sessions/")
+
+
+def _normal(df: pl.DataFrame) -> list[dict]:
+    rows = df.with_columns(
+        pl.col("origin").map_elements(_strip, return_dtype=pl.String),
+        pl.col("source").map_elements(_strip, return_dtype=pl.String),
+    ).drop("case").to_dicts()
+    return sorted(rows, key=lambda r: orjson.dumps(r, default=str))
+
+
+def test_every_path_gives_the_same_incidents(batches):
+    folder_rows = _normal(pl.read_parquet(batches["folder"][1] / "incidents.parquet"))
+    assert folder_rows, "the fixtures hold incidents of the core rules"
+    for kind, (summary, out) in batches.items():
+        assert _normal(pl.read_parquet(out / "incidents.parquet")) == folder_rows, kind
+    sessions = {kind: sorted(_strip(s) for s in pl.read_parquet(out / "sessions.parquet")
+                             ["source"]) for kind, (_s, out) in batches.items()}
+    assert all(v == sessions["folder"] for v in sessions.values())
+
+
+def test_every_path_reads_every_fixture_session(batches):
+    summary, _out = batches["folder"]
+    fixtures = _session_fixtures()
+    assert summary.sessions >= len(fixtures)
+    for kind, (s, _o) in batches.items():
+        assert s.sessions == summary.sessions, kind
+        assert s.incidents == summary.incidents, kind
+        assert s.ignored == 1 + len(_not_sessions()), kind  # package.json and the like
+
+
+def test_corrupt_file_is_listed_with_its_reason(batches):
+    for kind, (summary, out) in batches.items():
+        errors = [orjson.loads(line) for line in (out / "errors.ndjson").read_bytes().splitlines()]
+        assert len(errors) == 1, (kind, errors)
+        (err,) = errors
+        assert err["path"].endswith(CORRUPT_NAME)
+        assert err["kind"] == "unreadable"
+        assert err["reason"] == "not a session log (binary content)"
+        assert summary.errors == [(err["path"], err["reason"])]
+        assert f"{CORRUPT_NAME}: not a session log (binary content)" in str(summary)
+
+
+def test_zip_labels_name_the_member(batches, inputs):
+    sessions = pl.read_parquet(batches["zip"][1] / "sessions.parquet")
+    assert all(o.startswith(f"{inputs['zip']}!") for o in sessions["origin"])
+
+
+def test_tables_have_exactly_the_documented_schema(batches):
+    _summary, out = batches["folder"]
+    incidents = pl.read_parquet(out / "incidents.parquet")
+    sessions = pl.read_parquet(out / "sessions.parquet")
+    assert incidents.schema == pl.Schema(schema(INCIDENT_COLUMNS))
+    assert sessions.schema == pl.Schema(schema(SESSION_COLUMNS))
+    for name in ("incidents", "sessions"):
+        meta = pl.read_parquet_metadata(out / f"{name}.parquet")
+        assert meta["forensics.schema_version"] == SCHEMA_VERSION
+    errors = pl.read_ndjson(out / "errors.ndjson", schema=schema(ERROR_COLUMNS))
+    assert errors.height == 1
+    twin = pl.read_ndjson(out / "incidents.ndjson", schema=schema(INCIDENT_COLUMNS))
+    assert twin.equals(incidents)
+    # Per-session counts agree with the incident rows.
+    per_session = incidents.group_by("origin", "session_id").len()
+    joined = sessions.join(per_session, on=["origin", "session_id"], how="left")
+    assert (joined["incidents"] == joined["len"].fill_null(0)).all()
+
+
+def _documented(table: str) -> dict[str, str]:
+    text = (REPO / "docs" / "schema.md").read_text(encoding="utf-8")
+    section = text.split(f"## {table}", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (\w+) \| ([^|]+) \|", section, flags=re.M)
+    return {name: dtype.strip() for name, dtype in rows if name != "column"}
+
+
+@pytest.mark.parametrize("table,columns", [("incidents", INCIDENT_COLUMNS),
+                                           ("sessions", SESSION_COLUMNS),
+                                           ("errors", ERROR_COLUMNS),
+                                           ("turns", TURN_COLUMNS)])
+def test_schema_doc_matches_the_code(table, columns):
+    documented = _documented(table)
+    assert list(documented) == list(columns)
+    for name, dtype in schema(columns).items():
+        shown = str(dtype).replace("time_unit='us', time_zone='UTC'", "us, UTC")
+        shown = re.sub(r"Datetime\(.*\)", "Datetime(us, UTC)", shown)
+        assert documented[name].replace(" ", "") == _doc_dtype(shown), name
+    assert f"**schema_version: {SCHEMA_VERSION}.**" in (REPO / "docs" / "schema.md").read_text()
+
+
+def _doc_dtype(shown: str) -> str:
+    shown = shown.replace("{'code': String, 'count': Int64}", "{code:String,count:Int64}")
+    return shown.replace(" ", "").replace("'", "")
+
+
+def test_rerun_skips_unchanged_sources_and_full_rescans(inputs, tmp_path):
+    folder = tmp_path / "tree"
+    shutil.copytree(inputs["folder"], folder)
+    out = tmp_path / "out"
+    first = run_batch([folder], out, workers=1, progress=False)
+    rows = pl.read_parquet(out / "incidents.parquet")
+    readable = first.sources - len(first.errors)
+
+    again = run_batch([folder], out, workers=1, progress=False)
+    assert again.skipped == readable - first.ignored
+    assert again.scanned == 0
+    assert f"skipped {again.skipped} unchanged sources" in str(again)
+    assert pl.read_parquet(out / "incidents.parquet").equals(rows)
+    assert len(again.errors) == 1  # the corrupt file is retried and listed again
+
+    # Same bytes, new mtime: read again, hash unchanged, still skipped.
+    target = next(folder.rglob("claude_basic.jsonl"), None) or next(folder.rglob("*.jsonl"))
+    target.write_bytes(target.read_bytes())
+    assert run_batch([folder], out, workers=1, progress=False).skipped == again.skipped
+
+    # Changed content: that source alone is scanned.
+    target.write_bytes(target.read_bytes() + b"\n")
+    changed = run_batch([folder], out, workers=1, progress=False)
+    assert changed.scanned == 1 and changed.skipped == again.skipped - 1
+    assert pl.read_parquet(out / "incidents.parquet").equals(rows)
+
+    full = run_batch([folder], out, workers=1, full=True, progress=False)
+    assert full.skipped == 0 and full.scanned == readable - first.ignored
+    assert pl.read_parquet(out / "incidents.parquet").equals(rows)
+
+
+def test_damaged_archive_keeps_what_was_read(inputs, tmp_path):
+    data = inputs["tar.gz"].read_bytes()
+    damaged = tmp_path / "damaged.tar.gz"
+    damaged.write_bytes(data[: len(data) * 2 // 3])
+    summary = run_batch([damaged, tmp_path / "missing"], tmp_path / "out", workers=1,
+                        progress=False)
+    reasons = dict(summary.errors)
+    assert reasons[str(tmp_path / "missing")] == "no such file or folder"
+    assert reasons[str(damaged)].startswith("archive damaged, later members not read")
+    assert 0 < summary.sessions
+
+
+def test_cli_batch_exit_codes(inputs, tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(app, ["batch", str(inputs["zip"]), "-o", str(tmp_path / "a"),
+                                 "--workers", "1", "--no-progress"])
+    assert result.exit_code == 1, result.output
+    assert "incidents" in result.output
+    assert (tmp_path / "a" / "index.html").is_file()
+
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "broken.jsonl").write_bytes(CORRUPT)
+    result = runner.invoke(app, ["batch", str(junk), "-o", str(tmp_path / "b"),
+                                 "--no-progress"])
+    assert result.exit_code == 2
+    assert "not a session log (binary content)" in result.output
+
+    result = runner.invoke(app, ["batch", str(inputs["folder"]), "-o", str(tmp_path / "c"),
+                                 "--select", "FX999", "--no-progress"])
+    assert result.exit_code == 2
+
+
+def test_index_pages_show_rules_and_worst_sessions(batches):
+    summary, out = batches["folder"]
+    md = (out / "index.md").read_text(encoding="utf-8")
+    html = (out / "index.html").read_text(encoding="utf-8")
+    for code in summary.by_rule:
+        assert f"| {code} |" in md
+        assert f"<td>{code}</td>" in html
+    assert "## Worst sessions" in md and "Incidents per week" in html
+    assert html.count("<svg") >= 4
+    assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "<script" not in html
+
+
+@pytest.fixture(scope="module")
+def corpus_batch(tmp_path_factory):
+    out = tmp_path_factory.mktemp("corpus")
+    return run_batch([CORPUS], out, workers=2, progress=False), out
+
+
+@needs_shared
+def test_batch_over_the_shared_corpus(corpus_batch):
+    summary, out = corpus_batch
+    sessions = pl.read_parquet(out / "sessions.parquet")
+    incidents = pl.read_parquet(out / "incidents.parquet")
+    real = [p for sub in ("opencode", "claude", "codex") for p in (CORPUS / sub).iterdir()]
+    assert set(sessions["origin"]) | {e for e, _r in summary.errors} >= {str(p) for p in real}
+    assert summary.sessions == sessions.height >= len(real) - len(summary.errors)
+    assert summary.incidents == incidents.height > 0
+    assert summary.ignored >= 1  # the labeled Who&When JSON files are not agent sessions
+    assert (out / "index.html").stat().st_size > 1000
+    assert not [e for e in summary.errors if e[1].startswith("reader crashed")]
+
+
+def test_index_html_has_no_console_errors(batches):
+    from browser import console_errors, find_chromium
+
+    if find_chromium() is None:
+        pytest.skip("chromium is not installed")
+    _summary, out = batches["folder"]
+    assert console_errors(out / "index.html") == []
+
+
+@needs_shared
+def test_corpus_index_html_has_no_console_errors(corpus_batch):
+    from browser import console_errors, find_chromium
+
+    if find_chromium() is None:
+        pytest.skip("chromium is not installed")
+    assert console_errors(corpus_batch[1] / "index.html") == []
+
+
+def test_progress_line(capsys):
+    from forensics.batch import Progress
+
+    buf = io.StringIO()
+    bar = Progress(True, stream=buf)
+    bar.update(5, 10, 7, 3, final=True)
+    line = buf.getvalue()
+    assert line.startswith("\r5/10 sources · 7 sessions · 3 incidents · ")
+    assert line.endswith("sessions/s\n")
