@@ -93,7 +93,8 @@ class Fact:
 
     label: str
     values: list[str]
-    as_code: bool = True
+    block: bool = False
+    """Values are multi-line commands, shown as code blocks rather than inline."""
 
 
 @dataclass
@@ -122,6 +123,8 @@ class CaseStudy:
     timeline_omitted: int = 0
     mistake: list[Sentence] = field(default_factory=list)
     reaction: list[Sentence] = field(default_factory=list)
+    recovery: list[Sentence] = field(default_factory=list)
+    """What the assistant did after the user's reaction, one sentence per action."""
     knowledge: list[Fact] = field(default_factory=list)
     assumptions: list[Sentence] = field(default_factory=list)
     related: list[Sentence] = field(default_factory=list)
@@ -215,7 +218,8 @@ def program(command: str) -> str:
         if not line or line.startswith("#"):
             continue
         parts = [p for p in re.split(r"\s*(?:&&|;|\|\|)\s*", line) if p.strip()]
-        useful = [p for p in parts if not re.match(r"^(export|cd|source|\.|set)\b", p.strip())]
+        useful = [p for p in parts if not re.match(
+            r"^(export|cd|source|\.|set|sleep|echo|printf|true|wait)\b", p.strip())]
         for part in useful or parts:
             part = part.strip()
             while _ENV_PREFIX.match(part) and _ENV_PREFIX.sub("", part, count=1) != part:
@@ -234,6 +238,17 @@ def program(command: str) -> str:
                 return " ".join([head] + [w for w in words[1:3] if not w.startswith("-")][:2])
             return head
     return shorten(text, 40)
+
+
+def strip_env(command: str) -> str:
+    """A command without its leading ``export X=…``/``cd …`` set-up, for quoting in prose."""
+    text = command.strip()
+    while True:
+        m = re.match(r"^(?:export\s+[A-Za-z_]\w*=(?:\"[^\"]*\"|'[^']*'|\S*)|cd\s+\S+|"
+                     r"source\s+\S+)\s*(?:&&|;)\s*", text)
+        if not m:
+            return text
+        text = text[m.end():]
 
 
 def result_failed(result: ToolResultTurn) -> bool:
@@ -259,7 +274,8 @@ def result_status(result: ToolResultTurn) -> str:
 
 def telling_lines(text: str, limit: int = 3) -> list[str]:
     """The lines of an output that report the failure (or its last lines if none do)."""
-    lines = [ln.rstrip() for ln in (text or "").splitlines() if ln.strip()]
+    lines = [ln.rstrip() for ln in (text or "").splitlines()
+             if len(re.findall(r"\w", ln)) >= 3]
     hits = [ln for ln in lines if _DEATH.search(ln)]
     chosen = hits[-limit:] if hits else lines[-limit:]
     return [shorten(ln, 200) for ln in chosen]
@@ -269,7 +285,7 @@ def figure_sentences(text: str, limit: int = 3) -> list[str]:
     """Sentences of ``text`` that report figures (numbers with units), last ``limit`` of them."""
     out: list[str] = []
     for chunk in re.split(r"(?<=[.!?])\s+|\n+", text or ""):
-        chunk = chunk.strip(" -*#|>`")
+        chunk = re.sub(r"\*\*|__", "", chunk).strip(" -*#|>")
         if len(chunk) > 8 and _FIGURE.search(chunk) and not chunk.startswith(("$", "```")):
             out.append(shorten(chunk, 220))
     return out[-limit:]
@@ -396,13 +412,22 @@ def _window(session: Session, incident: Incident) -> tuple[int, int]:
     return first, min(last, len(session.turns))
 
 
+KEY_LABELS = frozenset({"user", "launch", "kill", "failed call", "empty reply", "provider error",
+                        "aborted reply", "abort", "interrupt", "api error", "compaction"})
+
+
 def build_timeline(session: Session, incident: Incident, first: int, last: int,
-                   limit: int = 30) -> tuple[list[Step], int]:
+                   limit: int = 30, lead_in: int = 40) -> tuple[list[Step], int]:
+    """The relevant turns from ``first`` to ``last``, preceded by the key turns (launches,
+    kills, failures, user messages) of the ``lead_in`` turns before, which set the scene."""
     evidence = set(incident.evidence_turns)
     rows: list[Step] = []
-    for turn in session.turns[first - 1:last]:
+    start = max(1, first - lead_in)
+    for turn in session.turns[start - 1:last]:
         flagged = turn.ordinal == incident.turn
         label = _label(session, turn)
+        if turn.ordinal < first and label not in KEY_LABELS and turn.ordinal not in evidence:
+            continue
         if label is None and not flagged and turn.ordinal not in evidence:
             continue
         rows.append(Step(turn.ordinal, turn.anchor, _when(turn), label or turn.kind.replace(
@@ -439,6 +464,21 @@ def _user_words(turn: UserTurn) -> str:
     return turn.text
 
 
+def gist(text: str, width: int = 240) -> list[Piece | str]:
+    """A long message as its telling end: pasted tables and logs usually close on the question.
+
+    Short messages are quoted whole; a long one becomes "a message of N lines ending with “…”",
+    which says plainly that the quote is partial."""
+    flat = " ".join(text.split())
+    if len(flat) <= width:
+        return [quote(flat, width)]
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    questions = [ln for ln in lines if ln.rstrip().endswith(("?", "？"))]
+    tail = questions[-1] if questions else (lines[-1] if lines else flat[-width:])
+    return [f"a message of {len(lines)} line{'s' * (len(lines) != 1)} "
+            f"({len(flat)} characters) ending with ", quote(tail, width)]
+
+
 def context_section(cs: CaseStudy, session: Session, incident: Incident, first: int) -> None:
     flagged = session.turns[incident.turn - 1]
     facts: list[str | Piece] = []
@@ -463,7 +503,7 @@ def context_section(cs: CaseStudy, session: Session, incident: Incident, first: 
     users = _users_before(session, incident.turn)
     if users:
         for u in users:
-            cs.instructions.append(S(ref(u), ": ", quote(_user_words(u), 300)))
+            cs.instructions.append(S(ref(u), ": ", *gist(_user_words(u))))
     # Figures: the last assistant messages before the incident that reported numbers.
     found = 0
     for turn in reversed(session.turns[max(0, incident.turn - 200): incident.turn - 1]):
@@ -475,6 +515,31 @@ def context_section(cs: CaseStudy, session: Session, incident: Incident, first: 
                 if found == 2:
                     break
     cs.figures.reverse()
+    last_words = next((t for t in reversed(session.turns[max(0, incident.turn - 60):
+                                                         incident.turn - 1])
+                       if isinstance(t, AssistantTurn) and t.text.strip()), None)
+    if last_words is not None:
+        cs.context.append(S("The assistant's last words before it, at ", ref(last_words), ": ",
+                            quote(opening(last_words.text), 300)))
+
+
+def opening(text: str) -> str:
+    """The first paragraph of a reply (before a blank line, a table or a list), unformatted."""
+    lines: list[str] = []
+    for line in _plain(text).strip().splitlines():
+        if not line.strip():
+            if lines:
+                break
+            continue
+        if line.lstrip().startswith(("|", "```")) and lines:
+            break
+        lines.append(line.strip())
+    return " ".join(lines)
+
+
+def _plain(text: str) -> str:
+    """Transcript prose without Markdown emphasis markers (they are noise inside a quote)."""
+    return re.sub(r"\*\*|__", "", text)
 
 
 def _plural(n: int, noun: str) -> str:
@@ -531,12 +596,12 @@ def describe_actions(session: Session, turns: Sequence[Turn], limit: int = 3) ->
                     outcome = [", which ", result_status(result)]
                     if lines:
                         outcome += [": ", quote(lines[0], 160)]
-                out.append(S("At ", ref(turn), " it ran ", code(shorten(
+                out.append(S(ref(turn), ": it ran ", code(shorten(
                     call.command or f"{call.name} {summarize_call(call)}", 200)), *outcome, "."))
             if turn.text.strip() and not turn.tool_calls:
-                out.append(S("At ", ref(turn), " it replied: ", quote(turn.text, 300)))
+                out.append(S(ref(turn), ": it replied ", quote(opening(turn.text), 320)))
             elif not turn.visible:
-                out.append(S("At ", ref(turn), " it again showed nothing."))
+                out.append(S(ref(turn), ": again nothing the user could see."))
     return out[:limit + 1]
 
 
@@ -548,25 +613,33 @@ def reaction_section(cs: CaseStudy, session: Session, incident: Incident, start:
             user = turn
             break
     if user is None:
-        after = next_reply(session, start)
+        last = max([start, *incident.evidence_turns])
+        after = next_reply(session, last)
         if after:
-            cs.reaction.append(S("The user did not write again in the turns that follow; the "
-                                 "assistant went on by itself."))
-            cs.reaction.extend(describe_actions(session, after))
-        elif start >= len(session.turns):
-            cs.reaction.append(S("The transcript ends here: there is no later turn."))
+            cs.reaction.append(S("The user did not write again; the assistant went on by "
+                                 "itself:"))
+            cs.recovery.extend(describe_actions(session, after))
+        else:
+            cs.reaction.append(S("The session ends there: the user did not write again."))
         return
     earlier = _same_as_earlier(session, user)
-    if earlier is not None:
-        cs.reaction.append(S("The user re-sent, at ", ref(user), ", their message from ",
-                             ref(earlier), ": ", quote(_user_words(user), 300)))
+    flagged = session.turns[incident.turn - 1]
+    gap = ""
+    if user.time is not None and flagged.time is not None and user.ordinal != flagged.ordinal:
+        gap = f", {_duration(user.time - flagged.time)} later"
+    if user.ordinal == incident.turn:
+        pass  # the flagged message is the reaction itself (a re-send): the mistake tells it
+    elif earlier is not None:
+        cs.reaction.append(S("The user re-sent their message from ", ref(earlier), gap, ", at ",
+                             ref(user), ": ", *gist(_user_words(user))))
     else:
-        cs.reaction.append(S("The user wrote next, at ", ref(user), ": ",
-                             quote(_user_words(user), 300)))
+        cs.reaction.append(S("The user wrote next", gap, ", at ", ref(user), ": ",
+                             *gist(_user_words(user), 300)))
     after = next_reply(session, user.ordinal)
     if after:
-        cs.reaction.append(S("What the assistant did next:"))
-        cs.reaction.extend(describe_actions(session, after))
+        cs.reaction.append(S("What the assistant did with ", "the re-sent message:"
+                             if user.ordinal == incident.turn else "that message:"))
+        cs.recovery.extend(describe_actions(session, after))
     else:
         cs.reaction.append(S("The transcript shows no assistant reply after that message."))
 
@@ -583,8 +656,8 @@ def _same_as_earlier(session: Session, user: UserTurn) -> UserTurn | None:
 
 def knowledge_section(cs: CaseStudy, session: Session, incident: Incident,
                       steps: Sequence[Step]) -> None:
-    ordinals = {s.ordinal for s in steps if s.label in ("launch", "kill", "check", "failed call")
-                or s.flagged or s.evidence}
+    ordinals = {s.ordinal for s in steps if s.flagged or s.evidence
+                or (s.label in ("check", "kill", "launch") and s.ordinal > incident.turn)}
     commands: list[str] = []
     tools: list[str] = []
     for o in sorted(ordinals):
@@ -625,8 +698,11 @@ def knowledge_section(cs: CaseStudy, session: Session, incident: Incident,
         cs.knowledge.append(Fact("Programs", programs[:8]))
     if tools:
         cs.knowledge.append(Fact("Agent tools", tools[:8]))
-    if commands:
-        cs.knowledge.append(Fact("Commands", [shorten_block(c) for c in commands[:5]]))
+    shown = (cs.flagged_command or "").strip()
+    listed = [c for c in commands if c != shown]
+    if listed:
+        cs.knowledge.append(Fact("Other commands involved" if shown else "Commands",
+                                 [shorten_block(c) for c in listed[:5]], block=True))
     if flags:
         cs.knowledge.append(Fact("Flags", flags[:20]))
     if ports:
@@ -635,7 +711,7 @@ def knowledge_section(cs: CaseStudy, session: Session, incident: Incident,
         cs.knowledge.append(Fact("Errors seen", errors[:6]))
 
 
-def shorten_block(text: str, width: int = 600) -> str:
+def shorten_block(text: str, width: int = 1200) -> str:
     """Keep a command's lines, cut only when very long."""
     text = text.strip()
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -682,6 +758,9 @@ def _empty_response(cs: CaseStudy, session: Session, incident: Incident) -> None
         what = S("At ", ref(turn), " the harness closed the turn with no assistant message at "
                  "all.")
     cs.mistake.append(what)
+    if isinstance(turn, AssistantTurn) and turn.reasoning.strip():
+        cs.mistake.append(S("Its reasoning, which the user never saw, begins: ",
+                            quote(turn.reasoning, 300)))
     if failed is not None:
         pair = session.call_for(failed)
         cmd = pair[1].command if pair else None
@@ -705,7 +784,7 @@ def _empty_response(cs: CaseStudy, session: Session, incident: Incident) -> None
         user = _previous(session, incident.turn, (UserTurn,))
         if user is not None:
             cs.mistake.append(S("The user's request it should have answered was ", ref(user),
-                                ": ", quote(_user_words(user), 300)))
+                                ": ", *gist(_user_words(user))))
     if incident.severity == "high":
         cs.mistake.append(S("The empty reply was the last thing the user saw before they wrote "
                             "again: they were left with silence."))
@@ -723,13 +802,24 @@ def _duplicate_launch(cs: CaseStudy, session: Session, incident: Incident) -> No
             break
     if earlier is not None:
         old = next((c.command for c in _calls_of(earlier) if launches(c.command, c)), None)
-        cs.mistake.append(S("At ", ref(turn), " the assistant started ",
-                            code(program(new_cmd)) if new_cmd else "a long-running process",
-                            " again. The same kind of process had been started at ",
-                            ref(earlier), old and " with " or "", code(shorten(old, 200))
-                            if old else "", ", and nothing between the two launches stopped "
-                            "it: no kill aimed at it and no output showing it had exited, as "
-                            "far as the transcript shows."))
+        same = bool(old and new_cmd and _norm(old) == _norm(new_cmd))
+        what = code(program(new_cmd)) if new_cmd else "a long-running process"
+        if same:
+            cs.mistake.append(S("At ", ref(turn), " the assistant sent the launch of ", what,
+                                " from ", ref(earlier), " again, unchanged."))
+        else:
+            cs.mistake.append(S("At ", ref(turn), " the assistant started ", what, " again; "
+                                "the same kind of process had been started at ", ref(earlier),
+                                *([" with ", code(shorten(strip_env(old), 200))] if old else []),
+                                "."))
+        cs.mistake.append(S("Nothing between the two launches stopped the first one: no kill "
+                            "aimed at it and no output showing it had exited, as far as the "
+                            "transcript shows."))
+        history = _launch_history(session, program(new_cmd) if new_cmd else "", turn.ordinal)
+        if len(history) > 1:
+            cs.mistake.append(S(f"It was launch number {len(history) + 1} of ",
+                                code(program(new_cmd or "")), " in the session: ",
+                                *_history_pieces(history), "."))
         between = [t for t in session.turns[earlier.ordinal: turn.ordinal - 1]]
         users = [t for t in between if isinstance(t, UserTurn)]
         for u in users[-2:]:
@@ -745,10 +835,13 @@ def _duplicate_launch(cs: CaseStudy, session: Session, incident: Incident) -> No
         else:
             cs.assumptions.append(S("That the earlier process was gone, although checks ran in "
                                     "between (", ref(checked[-1]), ")."))
-        if users:
-            cs.assumptions.append(S("That the user's message at ", ref(users[-1]), " asked for "
-                                    "a new launch; what the user wrote next shows how they "
-                                    "meant it."))
+        later_user = next((t for t in session.turns[turn.ordinal:]
+                           if isinstance(t, UserTurn)), None)
+        if users and later_user is not None:
+            cs.assumptions.append(S("That the user's ", quote(_user_words(users[-1]), 120),
+                                    " at ", ref(users[-1]), " asked for a new launch. The "
+                                    "user's next message, at ", ref(later_user), ", reads ",
+                                    *gist(_user_words(later_user), 200)))
     else:
         cs.mistake.append(S("At ", ref(turn), " the assistant started ",
                             code(shorten(new_cmd, 200)) if new_cmd else "a process",
@@ -760,7 +853,8 @@ def _duplicate_launch(cs: CaseStudy, session: Session, incident: Incident) -> No
             lines = telling_lines(result.error or result.output, 2)
             cs.mistake.append(S("The second launch's own result at ", ref(result), " ",
                                 result_status(result),
-                                *([": ", *_joined_quotes(lines)] if lines else []), "."))
+                                *([": ", *_joined_quotes(lines)] if lines else
+                                  [" with no output"]), "."))
         ports = ports_in(new_cmd or "")
         if ports:
             port, how = ports[0]
@@ -768,6 +862,39 @@ def _duplicate_launch(cs: CaseStudy, session: Session, incident: Incident) -> No
                                 f" ({how})" if how != "explicit" else "", ": only one process "
                                 "can hold it, so the second launch can at best fail and at "
                                 "worst disturb the running one."))
+
+
+def _launch_history(session: Session, prog: str, before: int) -> list[tuple[Turn, str]]:
+    """Earlier launches of ``prog`` and what became of each, as the transcript shows it."""
+    launches_: list[Turn] = []
+    for t in session.turns[: before - 1]:
+        if any(launches(c.command, c) and c.command and program(c.command) == prog
+               for c in _calls_of(t)):
+            launches_.append(t)
+    out: list[tuple[Turn, str]] = []
+    for i, t in enumerate(launches_):
+        end = launches_[i + 1].ordinal if i + 1 < len(launches_) else before
+        fate = "no kill or exit recorded before the relaunch" if i + 1 == len(launches_) else \
+            "no kill or exit recorded before the next launch"
+        for later in session.turns[t.ordinal: end - 1]:
+            if isinstance(later, ToolResultTurn) and later.anchor == t.anchor \
+                    and result_failed(later):
+                fate = f"its launch {result_status(later)}"
+                break
+            if any(kills(c.command) for c in _calls_of(later)):
+                fate = f"killed at turn {later.ordinal}"
+                break
+        out.append((t, fate))
+    return out
+
+
+def _history_pieces(history: list[tuple[Turn, str]]) -> list[Piece | str]:
+    out: list[Piece | str] = []
+    for i, (t, fate) in enumerate(history):
+        if i:
+            out.append("; ")
+        out += [ref(t), f" ({fate})"]
+    return out
 
 
 def _ignored_tool_error(cs: CaseStudy, session: Session, incident: Incident) -> None:
@@ -811,11 +938,6 @@ def _user_resend(cs: CaseStudy, session: Session, incident: Incident) -> None:
     earlier = next((session.turns[o - 1] for o in incident.evidence_turns
                     if o < incident.turn and isinstance(session.turns[o - 1], UserTurn)), None)
     words = _user_words(turn) if isinstance(turn, UserTurn) else ""
-    if earlier is not None:
-        same = _norm(_user_words(earlier)) == _norm(words)
-        cs.mistake.append(S("At ", ref(turn), " the user sent ",
-                            "again, word for word," if same else "again, nearly unchanged,",
-                            " their message from ", ref(earlier), "."))
     between = [session.turns[o - 1] for o in incident.evidence_turns
                if earlier is not None and earlier.ordinal < o < incident.turn]
     replies = [t for t in between if isinstance(t, (AssistantTurn, EventTurn, ToolResultTurn))]
@@ -830,8 +952,9 @@ def _user_resend(cs: CaseStudy, session: Session, incident: Incident) -> None:
             elif t.aborted:
                 cs.mistake.append(S("The reply in between, at ", ref(t), ", was aborted."))
             elif not t.visible:
-                cs.mistake.append(S("The reply in between, at ", ref(t), ", showed the user "
-                                    "nothing", " (reasoning only)" if t.reasoning.strip() else "",
+                cs.mistake.append(S("The assistant's reply to ", ref(earlier) if earlier else
+                                    "it", ", at ", ref(t), ", showed the user nothing",
+                                    " (it held reasoning only)" if t.reasoning.strip() else "",
                                     "."))
             else:
                 cs.mistake.append(S("The reply in between, at ", ref(t), ", was: ",
@@ -841,6 +964,14 @@ def _user_resend(cs: CaseStudy, session: Session, incident: Incident) -> None:
                                 ref(t), *([": ", quote(t.text, 200)] if t.text else []), "."))
         elif isinstance(t, ToolResultTurn) and result_failed(t):
             cs.mistake.append(S("In between, a tool call failed at ", ref(t), "."))
+    if earlier is not None:
+        same = _norm(_user_words(earlier)) == _norm(words)
+        gap = ""
+        if turn.time is not None and earlier.time is not None:
+            gap = f", {_duration(turn.time - earlier.time)} after the first time"
+        cs.mistake.append(S("So at ", ref(turn), gap, ", the user sent ",
+                            "the same message again, word for word" if same else
+                            "the message again, nearly unchanged", ": ", *gist(words)))
     if earlier is not None:
         cs.assumptions.append(S("That the earlier message had been served: the user's repeat "
                                 "shows the reply to ", ref(earlier), " did not answer it."))
@@ -876,7 +1007,14 @@ def _title(session: Session, incident: Incident, rule_title: str) -> str:
         what = program(cmd) if cmd else next((c.name for c in _calls_of(turn)), "tool call")
         return f"The failed {what} at turn {n} that nobody dealt with"
     if incident.rule == "user-resend":
-        return f"The user had to ask again at turn {n}"
+        between = [session.turns[o - 1] for o in incident.evidence_turns if o < n]
+        why = ""
+        for t in between:
+            if isinstance(t, AssistantTurn):
+                why = (" after a provider error" if t.error is not None else
+                       " after an aborted reply" if t.aborted else
+                       " after an empty reply" if not t.visible else why)
+        return f"The user had to ask again at turn {n}{why}"
     return f"{rule_title} (turn {n})"
 
 
