@@ -175,6 +175,30 @@ def test_claude_subagent_by_file_name(tmp_path: Path) -> None:
     assert (s.id, s.parent_id) == ("agent-5e6f7a8b", "5d2e8f41-7c3a-4b9e-a1d6-3f8c2e9b7a10")
 
 
+def test_claude_acp_and_powershell_shells() -> None:
+    """Zed's ACP wraps Bash as mcp__acp__Bash and reports "Exited with code N." in the text."""
+    env = {"sessionId": "s-acp", "cwd": "C:\\work", "version": "2.1.22", "isSidechain": False}
+    calls = [("toolu_a", "mcp__acp__Bash", "git show HEAD:src/x.js"),
+             ("toolu_b", "PowerShell", "Get-ChildItem -Force"),
+             ("toolu_c", "mcp__acp__Bash", "npm run watch")]
+    outputs = ["Exited with code 128.Signal `Hangup: 1`. Final output:\n\nfatal: bad path",
+               "Mode  Name\n----  ----\nd---  src", "Timed out. New output:\n\n"]
+    lines = [dict(env, type="user", uuid="u0", message={"role": "user", "content": "go"})]
+    for i, ((call_id, name, command), output) in enumerate(zip(calls, outputs)):
+        lines.append(dict(env, type="assistant", uuid=f"a{i}", message={
+            "id": f"msg_{i}", "model": "claude-opus-4-5", "role": "assistant", "content": [
+                {"type": "tool_use", "id": call_id, "name": name, "input": {"command": command}}]}))
+        lines.append(dict(env, type="user", uuid=f"r{i}", message={"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": call_id,
+             "content": [{"type": "text", "text": output}]}]}))
+    [s] = read_bytes(b"\n".join(orjson.dumps(x) for x in lines), source="acp.jsonl")
+    assert [c.command for t in s.turns if isinstance(t, AssistantTurn) for c in t.tool_calls] == [
+        command for _, _, command in calls]
+    results = [t for t in s.turns if isinstance(t, ToolResultTurn)]
+    assert [(r.name, r.exit_code, r.timed_out) for r in results] == [
+        ("mcp__acp__Bash", 128, False), ("PowerShell", None, False), ("mcp__acp__Bash", None, True)]
+
+
 # -- Codex fixtures -----------------------------------------------------------------------------
 
 
@@ -271,8 +295,8 @@ def test_codex_exec_newer_shapes() -> None:
 @pytest.mark.parametrize("argv, expected", [
     (["bash", "-lc", "npm test"], "npm test"),
     (["/bin/zsh", "-lc", "cd app && npm run dev"], "cd app && npm run dev"),
-    (["C:\\WINDOWS\\System32\\WindowsPowerShell\\v1.0\\powershell.exe", "-Command", "Get-ChildItem"],
-     "Get-ChildItem"),
+    (["C:\\WINDOWS\\System32\\WindowsPowerShell\\v1.0\\powershell.exe", "-Command",
+      "Get-ChildItem"], "Get-ChildItem"),
     (["git", "commit", "-m", "two words"], "git commit -m 'two words'"),
     ("npm run dev", "npm run dev"),
     ([], None),
@@ -392,9 +416,11 @@ def test_corpus_claude_subagent_is_linked() -> None:
 
 @needs_shared
 def test_corpus_claude_api_errors_and_queued_prompts() -> None:
-    [s] = load(CORPUS / "claude" / "Eduardodmb__ClaudeHome__71b482a4-915a-4d69-80cb-04c122118ed3.jsonl")
+    [s] = load(CORPUS / "claude" / "Eduardodmb__ClaudeHome__71b482a4-915a-4d69-80cb-04c122118ed3"
+               ".jsonl")
     errors = [t for t in s.turns if isinstance(t, AssistantTurn) and t.error]
-    assert len(errors) == 7 and sum(1 for t in s.turns if getattr(t, "event", "") == "api_error") == 7
+    events = [t for t in s.turns if isinstance(t, EventTurn) and t.event == "api_error"]
+    assert len(errors) == len(events) == 7
     [s] = load(CORPUS / "claude" / "akshatairan47-dot__pv-case-review__claude-code-session.jsonl")
     queued = [t for t in s.turns if isinstance(t, UserTurn) and t.queued]
     assert [t.text for t in queued][:1] == ["no wait"]

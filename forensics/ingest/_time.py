@@ -14,7 +14,7 @@ _MAX_CACHED = 4096
 
 
 def iso_to_unix(value: object) -> float | None:
-    """Unix seconds for an ISO-8601 string (or a number already in seconds/ms); None if unreadable."""
+    """Unix seconds for an ISO-8601 string or a number (seconds or ms); None if unreadable."""
     if isinstance(value, str):
         # Fast path: "YYYY-MM-DDTHH:MM:SS[.fff]Z".
         if len(value) >= 20 and value[-1] == "Z" and value[16:17] == ":" and value[10:11] == "T":

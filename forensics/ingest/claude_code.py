@@ -75,6 +75,9 @@ SKIPPED_SYSTEM = frozenset({"turn_duration", "stop_hook_summary"})
 COMPACTION_SYSTEM = frozenset({"compact_boundary", "microcompact_boundary"})
 ERROR_SYSTEM = frozenset({"error", "api_refusal", "model_refusal_fallback"})
 
+SHELL_TOOLS = frozenset({"bash", "powershell", "mcp__acp__bash"})
+"""Tools (lower-cased) whose ``input.command`` is a shell command line (ACP wraps Bash)."""
+
 NO_CONTENT = "(no content)"
 NO_RESPONSE = "No response requested."
 INTERRUPT_PREFIX = "[Request interrupted by user"
@@ -91,7 +94,8 @@ NOTIFICATION_PREFIXES = ("<task-notification>",)
 
 _COMMAND_NAME = re.compile(r"<command-name>\s*(.*?)\s*</command-name>", re.S)
 _COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
-_EXIT_CODE = re.compile(r"^(?:Error: )?Exit code (-?\d+)")
+_EXIT_CODE = re.compile(r"^(?:Error: )?Exit(?: code|ed with code) (-?\d+)")
+"""``Exit code 1`` (Bash), ``Error: Exit code 1`` (toolUseResult), ``Exited with code 1.`` (ACP)."""
 _TOOL_USE_ERROR = re.compile(r"<tool_use_error>(.*?)</tool_use_error>", re.S)
 _BASH_INPUT = re.compile(r"<bash-input>(.*?)</bash-input>", re.S)
 
@@ -156,6 +160,7 @@ class _Reader:
         """message.id -> its AssistantTurn, for lines of a response split across lines."""
         self.call_names: dict[str, str] = {}
         self.call_ids_in_group: dict[int, set[str]] = {}
+        """id(AssistantTurn) -> call ids already in it (streamed lines may repeat a block)."""
 
     # -- dispatch ---------------------------------------------------------------------------
 
@@ -285,9 +290,10 @@ class _Reader:
     def _tool_call(block: dict, anchor: str, fallback_id: str) -> ToolCall:
         name = block.get("name") if isinstance(block.get("name"), str) else ""
         data = block.get("input") if isinstance(block.get("input"), dict) else {}
-        call_id = block.get("id") if isinstance(block.get("id"), str) and block["id"] else fallback_id
+        call_id = block.get("id")
+        call_id = call_id if isinstance(call_id, str) and call_id else fallback_id
         command = None
-        if name.lower() == "bash" and isinstance(data.get("command"), str):
+        if name.lower() in SHELL_TOOLS and isinstance(data.get("command"), str):
             command = data["command"]
         return ToolCall(call_id=call_id, name=name, input=data, command=command,
                         background=data.get("run_in_background") is True, anchor=anchor)
@@ -408,7 +414,8 @@ class _Reader:
             or head.startswith("Request was aborted")
             or (isinstance(extra, str) and extra.startswith("User rejected tool use"))
         )
-        timed_out = head.startswith(("Command timed out after", "Error: Command timed out"))
+        timed_out = head.startswith(("Command timed out after", "Error: Command timed out",
+                                     "Timed out. New output:"))
         duration = None
         if isinstance(extra, dict):
             if extra.get("interrupted") is True:
