@@ -82,6 +82,7 @@ class Launch:
     """Name of the server pattern that matched (``sglang``, ``vite``…), or None for a generic
     background job."""
     port: int | None
+    """The port it binds: the one its output showed, else the requested one, else the default."""
     port_explicit: bool
     background: bool
     detached: bool
@@ -100,8 +101,12 @@ class Launch:
     deadline: float | None = None
     changes: list[Change] = field(default_factory=list)
     signals: list[Signal] = field(default_factory=list)
+    requested_port: int | None = None
+    """The port the command asked for (or the tool's default), before any output moved it."""
     conflict: bool = False
     """Its own output showed the port was already taken."""
+    moved: bool = False
+    """Its port was taken and it came up on another one (Next.js, Vite): two servers now run."""
     killed_at_once: bool = False
 
     def state_before(self, clock: Clock) -> tuple[State, Change | None]:
@@ -149,13 +154,15 @@ def _union(patterns: Iterable[str], flags: int = re.I | re.M) -> re.Pattern[str]
 
 def _words(words: Iterable[str]) -> re.Pattern[str] | None:
     """A phrase list as one regex; ASCII phrases match on word boundaries, others anywhere."""
+    ascii_words = sorted({re.escape(w.strip()) for w in words if w.strip() and w.isascii()},
+                         key=len, reverse=True)
+    other = sorted({re.escape(w.strip()) for w in words if w.strip() and not w.isascii()},
+                   key=len, reverse=True)
     parts = []
-    for w in words:
-        w = w.strip()
-        if not w:
-            continue
-        esc = re.escape(w)
-        parts.append(rf"(?<!\w){esc}(?!\w)" if w.isascii() else esc)
+    if ascii_words:
+        parts.append(rf"(?<!\w)(?:{'|'.join(ascii_words)})(?!\w)")
+    if other:
+        parts.append(f"(?:{'|'.join(other)})")
     return _compile("|".join(parts)) if parts else None
 
 
@@ -188,6 +195,7 @@ class Knowledge:
     harness_kill_tools: dict[str, str]
     harness_poll_tools: dict[str, str]
     background_ids: list[re.Pattern[str]]
+    output_files: list[re.Pattern[str]]
     pid_patterns: list[re.Pattern[str]]
     conflict: re.Pattern[str] | None
     crash: re.Pattern[str] | None
@@ -234,6 +242,7 @@ class Knowledge:
             harness_kill_tools=dict(params["harness_kill_tools"]),
             harness_poll_tools=dict(params["harness_poll_tools"]),
             background_ids=[_compile(p) for p in params["background_id_patterns"]],
+            output_files=[_compile(p) for p in params["output_file_patterns"]],
             pid_patterns=[_compile(p) for p in params["pid_patterns"]],
             conflict=_union(params["port_conflict_patterns"]),
             crash=_union(params["crash_patterns"]),
@@ -352,6 +361,8 @@ def split_pipelines(script: str) -> list[Pipeline]:
             nxt = text[i + 1] if i + 1 < n else ""
             if prev in "<>|" or nxt == ">":
                 buf.append(c)
+            elif not "".join(buf).strip():
+                buf.append(c)  # PowerShell's call operator (`& $exe …`), not a background marker
             else:
                 flush(background=True)
         elif c == "|" and i + 1 < n and text[i + 1] == "|":
@@ -365,8 +376,12 @@ def split_pipelines(script: str) -> list[Pipeline]:
     return pipes
 
 
+_KEYWORDS = re.compile(r"^(?:(?:if|elif|while|until|then|do|else|!|time)\s+)+")
+
+
 def _trim_grouping(chunk: str) -> str:
-    """Drop subshell / group brackets left at a pipeline's edges: ``(cmd &)``, ``{ cmd; }``."""
+    """Drop subshell / group brackets and leading shell keywords: ``(cmd &)``, ``then kill …``."""
+    chunk = _KEYWORDS.sub("", chunk.lstrip("({ \t"))
     chunk = chunk.lstrip("({ \t")
     while chunk and chunk[-1] in ")} \t":
         if chunk[-1] == ")" and chunk.count(")") <= chunk.count("("):
@@ -504,6 +519,8 @@ def normalize(text: str) -> str:
     if not chosen:
         return ""
     toks, _, _ = strip_command(chosen)
+    if "|" in toks:
+        toks = toks[: toks.index("|")]  # the launch is the first stage: `| tail`, `| head` go
     kept = [t for t in toks if not _LOG_TOKEN.search(t)]
     cleaned: list[str] = []
     skip = False
@@ -564,7 +581,9 @@ class Tracker:
         self.by_call: dict[str, list[Launch]] = {}
         self.by_handle: dict[str, Launch] = {}
         self.log_names: dict[str, list[Launch]] = {}
-        self.pending_user_check: list[Launch] = []
+        self.health_calls: dict[str, list[tuple[Clock, int]]] = {}
+        self.code_polls: dict[str, list[Launch]] = {}
+        """Codex code-mode cells that poll a session (``tools.write_stdin``), by call id."""
         self._last_time: float | None = None
         self._last_user_check_done: set[int] = set()
 
@@ -626,6 +645,15 @@ class Tracker:
                 launch.end((turn.ordinal, idx, 0), "kill-harness",
                            f"Ctrl-C sent to session {handle} at {turn.anchor}", turn.ordinal)
             return
+        code = call.input.get("input") or call.input.get("code")
+        if isinstance(code, str) and "write_stdin" in code:
+            for handle, chars in _code_mode_stdin(code):
+                launch = self.by_handle.get(handle)
+                if launch and ("\x03" in chars):
+                    launch.end((turn.ordinal, idx, 0), "kill-harness",
+                               f"Ctrl-C sent to session {handle} at {turn.anchor}", turn.ordinal)
+                elif launch:
+                    self.code_polls.setdefault(call.call_id, []).append(launch)
         script = command_of(call)
         if not script:
             return
@@ -639,6 +667,11 @@ class Tracker:
         assigns = _assignments(script)
         for p_idx, pipe in enumerate(pipes):
             clock = (turn.ordinal, idx, p_idx + 1)
+            if k.health:
+                for m in k.health.finditer(pipe.text):
+                    if m.group(1) and m.group(1).isdigit():
+                        self.health_calls.setdefault(call.call_id, []).append(
+                            (clock, int(m.group(1))))
             toks, env, notes = strip_command(pipe.text)
             if not toks:
                 ctx.env.update(env)
@@ -677,8 +710,8 @@ class Tracker:
             return None
         if server is None and k.short and k.short.search(stripped):
             return None
-        if notes["timeout"] is not None and not background:
-            return None
+        if notes["timeout"] is not None and (server is None or not background):
+            return None  # bounded: it ends on its own
         port, explicit = self._port(stripped, {**ctx.env, **env}, server)
         launch = Launch(
             seq=len(self.launches), command=text.strip(), normalized=normalize(text),
@@ -686,7 +719,7 @@ class Tracker:
             detached=notes["detached"] or detach_marker or call.background,
             weak=weak, reconciling=server in k.reconciling, cwd=ctx.cwd,
             turn=turn.ordinal, anchor=turn.anchor, clock=clock, call_id=call.call_id,
-            time=turn.time,
+            time=turn.time, requested_port=port,
         )
         if notes["timeout"] is not None and turn.time is not None:
             launch.deadline = turn.time + notes["timeout"]
@@ -824,6 +857,14 @@ class Tracker:
             if launch:
                 self._poll(launch, res, out, clock)
             return
+        for launch in self.code_polls.get(res.call_id, []):
+            if launch.state is State.ENDED:
+                continue
+            if any(p.search(out) for p in k.background_ids):
+                self._read_log(launch, out, clock, res.ordinal, own=False, running=True)
+            else:
+                launch.end(clock, "exit", f"its session no longer ran at {res.anchor}",
+                           res.ordinal)
         launches = self.by_call.get(res.call_id, [])
         for launch in launches:
             launch.result = res.ordinal
@@ -844,6 +885,11 @@ class Tracker:
             if m:
                 launch.handles.add(m.group(1))
                 self.by_handle[m.group(1)] = launch
+        for pat in k.output_files:
+            m = pat.search(out)
+            if m:
+                launch.logs.add(m.group(1))
+                self.log_names.setdefault(m.group(1), []).append(launch)
         still_running = bool(launch.handles) or res.error == "tool call still running when " \
             "the session was saved"
         for pat in k.pid_patterns:
@@ -863,7 +909,7 @@ class Tracker:
                        res.ordinal)
             return
         if conflict:
-            launch.conflict = True  # came up on another port: two servers now run
+            launch.conflict = launch.moved = True
         if res.killed and not res.timed_out:
             launch.killed_at_once = True
             launch.end(clock, "killed", "it was killed at once", res.ordinal)
@@ -891,18 +937,38 @@ class Tracker:
         exited = re.search(r"Process exited with code (\d+)", out)
         if self.k.conflict and self.k.conflict.search(out):
             launch.conflict = True
+            launch.moved = _moved_port(out, self.k)
+        for pat in self.k.background_ids:
+            for m in pat.finditer(out):
+                launch.handles.add(m.group(1))
+                self.by_handle[m.group(1)] = launch
+        if launch.state is State.ENDED:
+            return
         if (word in ("completed", "failed", "killed", "exited") or exited) \
                 and not launch.background:
             launch.end(clock, "exit", f"its task reported {word or 'exit'} ({res.anchor})",
                        res.ordinal)
             return
-        self._read_log(launch, out, clock, res.ordinal, own=False)
+        running = word == "running" or "Process running with session ID" in out
+        self._read_log(launch, out, clock, res.ordinal, own=False, running=running)
 
-    def _read_log(self, launch: Launch, out: str, clock: Clock, ordinal: int, own: bool) -> None:
+    def _read_log(self, launch: Launch, out: str, clock: Clock, ordinal: int, own: bool,
+                  running: bool = False) -> None:
+        """What the launch's own output or log says; ``running``: the harness says it still is."""
         k = self.k
+        if launch.state is State.ENDED:
+            return
+        if k.conflict and k.conflict.search(out) and not running:
+            launch.conflict = True
+            if _moved_port(out, k):
+                launch.moved = True
+            else:
+                launch.end(clock, "conflict", "its output showed its port was already taken",
+                           ordinal)
+                return
         last_up = _last(k.up, out)
         last_crash = _last(k.crash, out)
-        if last_crash > last_up:
+        if last_crash > last_up and not running:
             launch.end(clock, "crash", "its output showed it crashed", ordinal)
             return
         if last_up >= 0 and launch.state is State.ALIVE:
@@ -924,12 +990,8 @@ class Tracker:
                 for launch in launches:
                     if launch.state is State.ALIVE and launch.result is not None:
                         self._read_log(launch, out, clock, res.ordinal, own=False)
-        if k.health:
-            for m in k.health.finditer(script):
-                port = int(m.group(1)) if m.group(1) and m.group(1).isdigit() else None
-                if port is None:
-                    continue
-                self._health(port, res, out, clock)
+        for health_clock, port in self.health_calls.get(res.call_id, []):
+            self._health(port, res, out, health_clock)
         if re.search(r"\b(?:lsof|pgrep|ps|ss|netstat)\b", script):
             self._pids_from_listing(script, out)
 
@@ -946,8 +1008,9 @@ class Tracker:
         if not candidates:
             return
         latest = candidates[-1]
-        state, change = latest.changes[-1].state if latest.changes else State.ALIVE, \
-            latest.changes[-1] if latest.changes else None
+        state, change = latest.state_before(clock)
+        if latest.changes and latest.changes[-1].clock > clock:
+            state = State.ENDED  # ended later in the same script: nothing to revive
         text = _short(body.splitlines()[0] if body.splitlines() else body, 60)
         if state is State.ALIVE:
             latest.signals.append(Signal(clock, "health", res.ordinal, text))
@@ -978,11 +1041,14 @@ class Tracker:
 
     def _user(self, turn: UserTurn) -> None:
         k = self.k
-        text = turn.text.strip()
+        if not any(l.state is State.ALIVE for l in self.launches):
+            return
+        text = turn.text.strip()[:2000]
         asks = bool(k.relaunch_request and k.relaunch_request.search(text))
         fails = bool(k.failure and k.failure.search(text))
         says_up = bool(k.user_up and k.user_up.search(text))
-        short = len(text) <= 40 and len(text.split()) <= 6
+        question = text.endswith(("?", "？"))
+        short = len(text) <= 40 and len(text.split()) <= 6 and not question
         clock = (turn.ordinal, 0, 0)
         for launch in self.launches:
             first = launch.seq not in self._last_user_check_done and launch.result is not None
@@ -1004,6 +1070,24 @@ def _assignments(script: str) -> dict[str, tuple[str, Any]]:
             pm = re.search(r":(\d{2,5})", inner)
             if pm:
                 out[name] = ("port", int(pm.group(1)))
+    return out
+
+
+_CODE_STDIN = re.compile(r"write_stdin\(\s*(\{.*?\})\s*\)", re.S)
+
+
+def _code_mode_stdin(code: str) -> list[tuple[str, str]]:
+    """(session id, chars) of each ``tools.write_stdin({...})`` in a Codex code-mode cell."""
+    import json
+
+    out = []
+    for m in _CODE_STDIN.finditer(code):
+        try:
+            args = json.loads(m.group(1))
+        except ValueError:
+            continue
+        if isinstance(args, dict) and isinstance(args.get("chars"), str):
+            out.append((str(args.get("session_id", "")), args["chars"]))
     return out
 
 

@@ -41,6 +41,7 @@ def duplicate_launch(
     harness_kill_tools: dict[str, str],
     harness_poll_tools: dict[str, str],
     background_id_patterns: list[str],
+    output_file_patterns: list[str],
     pid_patterns: list[str],
     port_conflict_patterns: list[str],
     crash_patterns: list[str],
@@ -61,6 +62,7 @@ def duplicate_launch(
         port_patterns=port_patterns, bound_port_patterns=bound_port_patterns,
         kill_commands=kill_commands, harness_kill_tools=harness_kill_tools,
         harness_poll_tools=harness_poll_tools, background_id_patterns=background_id_patterns,
+        output_file_patterns=output_file_patterns,
         pid_patterns=pid_patterns, port_conflict_patterns=port_conflict_patterns,
         crash_patterns=crash_patterns, up_patterns=up_patterns,
         health_ok_patterns=health_ok_patterns,
@@ -138,7 +140,8 @@ def _finding(session: Session, later: Launch, first: Launch, *, resumed: bool) -
     evidence.discard(later.turn)
 
     command = _code(later.normalized or later.command)
-    port = f" (port {later.port})" if later.port else ""
+    port = later.requested_port or (first.port if later.moved else later.port)
+    port = f" (port {port})" if port else ""
     where = f"the launch at {first.anchor}"
     if first.normalized != later.normalized and first.port == later.port:
         where = f"{_code(first.normalized or first.command)} from {first.anchor}, on the same port,"
@@ -159,10 +162,17 @@ def _finding(session: Session, later: Launch, first: Launch, *, resumed: bool) -
     clauses: list[str] = []
     if later.conflict:
         severity, reason = "high", "the relaunch's output shows the port was already taken"
-        clauses.append("the relaunch reported its port already in use")
+        if later.moved and later.port and later.port != first.port:
+            clauses.append(f"its port was taken, so it came up on {later.port}: two copies now run")
+        else:
+            clauses.append("the relaunch reported its port already in use")
     elif later.killed_at_once:
         severity, reason = "high", "the relaunch was killed at once"
         clauses.append("the relaunch was killed at once")
+    elif first.weak or later.weak:
+        severity = "low"
+        reason = ("a second window of the same app with nothing closing the first; the user may "
+                  "have closed it unseen")
     elif user or health or ready:
         severity = "high"
         if user:
@@ -171,10 +181,6 @@ def _finding(session: Session, later: Launch, first: Launch, *, resumed: bool) -
             reason = f"a health check had answered ({health.text})"
         else:
             reason = f"its own output said it was up ({ready.text})"
-    elif first.weak or later.weak:
-        severity = "low"
-        reason = ("a second window of the same app with nothing closing the first; the user may "
-                  "have closed it unseen")
     else:
         severity, reason = "medium", "nothing in the transcript ended the earlier launch"
     if severity == "high" and (user or health or ready) and not clauses:
@@ -192,8 +198,11 @@ def _finding(session: Session, later: Launch, first: Launch, *, resumed: bool) -
                    severity_reason=reason, message=message + ".", evidence=sorted(evidence))
 
 
-def _code(command: str, width: int = 90) -> str:
+def _code(command: str, width: int = 100) -> str:
+    """The command in backticks; a long one keeps its head and its tail (where flags differ)."""
     text = " ".join(command.split())
     if len(text) > width:
-        text = text[: width - 2] + " …"
+        head = text[: width // 2].rsplit(" ", 1)[0]
+        tail = text[-(width // 2):].split(" ", 1)[-1]
+        text = f"{head} … {tail}"
     return f"`{text}`"
