@@ -292,6 +292,29 @@ def test_codex_exec_newer_shapes() -> None:
     assert s.turn(16).text.startswith("stream disconnected")
 
 
+def test_codex_pre_envelope_rollout_when_named() -> None:
+    """Early rollouts: a bare meta line, then bare response items and state records."""
+    lines = [
+        {"id": "0b5c7e2a-1111-4222-8333-444455556666", "timestamp": "2025-05-02T10:00:00.000Z",
+         "instructions": None},
+        {"record_type": "state"},
+        {"type": "message", "role": "user",
+         "content": [{"type": "input_text", "text": "list the files"}]},
+        {"type": "function_call", "name": "shell", "call_id": "call_1",
+         "arguments": "{\"command\": [\"bash\", \"-lc\", \"ls\"]}"},
+        {"type": "function_call_output", "call_id": "call_1",
+         "output": "{\"output\": \"a.txt\\n\", \"metadata\": {\"exit_code\": 0}}"},
+        {"type": "message", "role": "assistant",
+         "content": [{"type": "output_text", "text": "One file: a.txt"}]},
+    ]
+    data = b"\n".join(orjson.dumps(x) for x in lines)
+    [s] = read_bytes(data, source="old.jsonl", format="codex")
+    assert s.id == "0b5c7e2a-1111-4222-8333-444455556666" and s.issues == []
+    assert [(t.anchor, t.kind) for t in s.turns] == [
+        ("L3", "user"), ("L4", "assistant"), ("L5", "tool_result"), ("L6", "assistant")]
+    assert s.turn(2).tool_calls[0].command == "ls" and s.turn(3).exit_code == 0
+
+
 @pytest.mark.parametrize("argv, expected", [
     (["bash", "-lc", "npm test"], "npm test"),
     (["/bin/zsh", "-lc", "cd app && npm run dev"], "cd app && npm run dev"),
