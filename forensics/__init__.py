@@ -2,10 +2,11 @@
 
     >>> import forensics
     >>> sessions = forensics.load("session.jsonl")
+    >>> report = forensics.scan("sessions.tar.gz")   # .incidents / .turns are polars frames
 """
 
 from forensics.errors import ConfigError, ForensicsError, IngestError, UnknownFormatError
-from forensics.ingest import iter_sessions, load
+from forensics.ingest import iter_sessions
 from forensics.model import (
     AssistantTurn,
     EventTurn,
@@ -15,6 +16,7 @@ from forensics.model import (
     ToolResultTurn,
     UserTurn,
 )
+from forensics.notebook import ScanReport, load, read_incidents, read_turns, scan
 
 __version__ = "0.1.0"
 
@@ -25,6 +27,7 @@ __all__ = [
     "ForensicsError",
     "IngestError",
     "ReadIssue",
+    "ScanReport",
     "Session",
     "ToolCall",
     "ToolResultTurn",
@@ -32,4 +35,7 @@ __all__ = [
     "UserTurn",
     "iter_sessions",
     "load",
+    "read_incidents",
+    "read_turns",
+    "scan",
 ]

@@ -134,7 +134,9 @@ def iter_units(paths: Iterable[str | os.PathLike[str]],
     """Every unit under ``paths``, in a stable order; unlistable inputs go to ``problems``."""
     for p in paths:
         path = Path(p)
-        if not path.exists():
+        if not path.exists() and "!" in str(p):
+            yield from _member_units(str(p), problems)
+        elif not path.exists():
             problems.append(Problem(str(path), "no such file or folder"))
         elif path.is_dir():
             yield from _walk(path, problems)
@@ -142,6 +144,22 @@ def iter_units(paths: Iterable[str | os.PathLike[str]],
             yield from archive_units(path, problems)
         else:
             yield _disk_unit(path)
+
+
+def _member_units(label: str, problems: list[Problem]) -> Iterator[Unit]:
+    """Units named ``archive!member`` (as outputs name them): that member, or every unit under
+    that folder of the archive."""
+    archive, _, member = label.partition("!")
+    if not (Path(archive).is_file() and is_archive(archive)):
+        problems.append(Problem(label, "no such file or folder"))
+        return
+    found = False
+    for unit in archive_units(Path(archive), problems):
+        if unit.label == label or unit.label.startswith(label.rstrip("/") + "/"):
+            found = True
+            yield unit
+    if not found:
+        problems.append(Problem(label, f"no session source {member!r} in {archive}"))
 
 
 def _disk_unit(f: Path) -> Unit:

@@ -211,6 +211,12 @@ class Session(BaseModel):
                 return t
         return None
 
+    def _repr_html_(self) -> str:
+        """A compact table in Jupyter (``forensics.notebook.session_html``)."""
+        from forensics.notebook import session_html
+
+        return session_html(self)
+
     def counts(self) -> dict[str, int]:
         """Per-kind counts, plus tool calls and failed tool results."""
         out = {"user": 0, "assistant": 0, "tool_result": 0, "event": 0, "tool_calls": 0,

@@ -1,0 +1,346 @@
+"""The notebook API: sessions, incidents and turns as objects and polars DataFrames.
+
+    >>> import forensics
+    >>> report = forensics.scan("~/.claude/projects")     # a file, folder or archive
+    >>> report.incidents.group_by("rule").len()
+    >>> forensics.read_incidents(["sessions.tar.gz", "old.zip"], workers=2)
+
+Everything reads the same inputs as ``forensics batch`` (files, folders, ``.zip``/``.tar``/
+``.tar.gz``/``.tar.zst`` archives, read in place) and returns the tables documented in
+``docs/schema.md``. Sessions and scan reports show as compact HTML tables in Jupyter.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from html import escape
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from forensics.config import Config, load_config
+from forensics.model import Session
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from forensics.engine import ScanResult
+
+PathLike = str | os.PathLike[str]
+PREVIEW_ROWS = 20
+"""Rows shown by the HTML previews; the DataFrames hold everything."""
+
+
+def _paths(paths: PathLike | Iterable[PathLike]) -> list[PathLike]:
+    if isinstance(paths, (str, os.PathLike)):
+        return [paths]
+    return list(paths)
+
+
+def _expand(p: PathLike) -> Path:
+    return Path(os.path.expanduser(os.fspath(p)))
+
+
+def iter_read(paths: PathLike | Iterable[PathLike], *,
+              errors: list[dict[str, Any]] | None = None) -> Iterator[tuple[str, Session]]:
+    """``(origin, session)`` for every session under ``paths``, one unit at a time.
+
+    Units that cannot be read are appended to ``errors`` (rows of the ``errors`` table) when
+    given, and skipped.
+    """
+    from forensics.archive import iter_units
+    from forensics.batch import read_unit
+    from forensics.errors import IngestError
+
+    problems: list = []
+    for unit in iter_units([_expand(p) for p in _paths(paths)], problems):
+        try:
+            read = read_unit(unit)
+        except IngestError as exc:
+            if errors is not None:
+                errors.append({"origin": unit.label, "path": exc.path, "line": exc.line,
+                               "kind": "unreadable", "reason": exc.reason})
+            continue
+        if errors is not None:
+            errors.extend({"origin": unit.label, "path": e.path, "line": e.line,
+                           "kind": "unreadable", "reason": e.reason} for e in read.errors)
+        for session in read.sessions or ():
+            yield unit.label, session
+    if errors is not None:
+        errors.extend({"origin": p.label, "path": p.label, "line": None, "kind": "archive",
+                       "reason": p.reason} for p in problems)
+
+
+def load(path: PathLike, *, format: str | None = None) -> list[Session]:
+    """Every session in a file, folder or archive.
+
+    Parameters
+    ----------
+    path
+        A session file, a folder (agent data dir or any tree), or a ``.zip``/``.tar``/
+        ``.tar.gz``/``.tar.zst`` archive, read in place.
+    format
+        Skip sniffing for a single file or folder (``claude-code``, ``codex``,
+        ``opencode-export``…); archives are always sniffed member by member.
+
+    Returns
+    -------
+    list of Session
+        In source order.
+
+    Raises
+    ------
+    IngestError
+        When nothing could be read.
+    """
+    from forensics import ingest
+    from forensics.archive import is_archive
+    from forensics.errors import IngestError
+
+    p = _expand(path)
+    if not (p.is_file() and is_archive(p.name)):
+        return ingest.load(p, format=format)
+    errors: list[dict[str, Any]] = []
+    sessions = [s for _origin, s in iter_read(p, errors=errors)]
+    if not sessions:
+        reason = errors[0]["reason"] if errors else "no agent sessions found in this archive"
+        raise IngestError(str(p), reason)
+    return sessions
+
+
+def make_config(config: Config | PathLike | None = None, *,
+                select: str | Sequence[str] | None = None,
+                ignore: str | Sequence[str] | None = None) -> Config:
+    """A ``Config`` from a config object or file, with rule selection applied on top."""
+    if config is None:
+        cfg = load_config(None)
+    elif isinstance(config, Config):
+        cfg = Config(select=list(config.select), ignore=list(config.ignore),
+                     params=dict(config.params), source=config.source)
+    else:
+        cfg = load_config(Path(config))
+    if select is not None:
+        cfg.select = [select] if isinstance(select, str) else list(select)
+    if ignore is not None:
+        cfg.ignore = cfg.ignore + ([ignore] if isinstance(ignore, str) else list(ignore))
+    cfg.rules()  # unknown rule names fail here, not later
+    return cfg
+
+
+@dataclass
+class ScanReport:
+    """Scanned sessions with their incidents; the tables are polars DataFrames.
+
+    Attributes
+    ----------
+    results
+        One ``forensics.engine.ScanResult`` per session (session, incidents, rule crashes).
+    errors
+        Sources that could not be read, as rows of the ``errors`` table.
+    """
+
+    results: list[ScanResult]
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    origins: list[str] = field(default_factory=list)
+
+    @cached_property
+    def incidents(self) -> pl.DataFrame:
+        """One row per incident (``docs/schema.md``, table ``incidents``)."""
+        from forensics.frame import INCIDENT_COLUMNS, frame, incident_rows
+
+        return frame([row for r, o in zip(self.results, self._origins())
+                      for row in incident_rows(r, origin=o)], INCIDENT_COLUMNS)
+
+    @cached_property
+    def sessions(self) -> pl.DataFrame:
+        """One row per session (table ``sessions``)."""
+        from forensics.frame import SESSION_COLUMNS, frame, session_row
+
+        return frame([session_row(r, origin=o) for r, o in zip(self.results, self._origins())],
+                     SESSION_COLUMNS)
+
+    @cached_property
+    def turns(self) -> pl.DataFrame:
+        """One row per turn of every session (table ``turns``)."""
+        from forensics.frame import turns_frame
+
+        return turns_frame(r.session for r in self.results)
+
+    def _origins(self) -> list[str]:
+        return self.origins or [r.session.source for r in self.results]
+
+    def session(self, session_id: str) -> Session:
+        """The session with this id (prefix accepted when unambiguous)."""
+        found = [r.session for r in self.results if r.session.id.startswith(session_id)]
+        exact = [s for s in found if s.id == session_id]
+        if len(exact) == 1 or len(found) == 1:
+            return (exact or found)[0]
+        raise KeyError(session_id if not found else f"{session_id} matches {len(found)} sessions")
+
+    def result(self, session_id: str) -> ScanResult:
+        """The scan result of one session (for ``forensics.report.render_incident``)."""
+        target = self.session(session_id)
+        return next(r for r in self.results if r.session is target)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __repr__(self) -> str:
+        n = sum(len(r.incidents) for r in self.results)
+        return (f"<ScanReport: {len(self.results)} sessions, {n} incidents, "
+                f"{len(self.errors)} unreadable>")
+
+    def _repr_html_(self) -> str:
+        return report_html(self)
+
+
+def scan(path: PathLike | Iterable[PathLike], *, config: Config | PathLike | None = None,
+         select: str | Sequence[str] | None = None,
+         ignore: str | Sequence[str] | None = None) -> ScanReport:
+    """Read and scan every session under ``path``.
+
+    Parameters
+    ----------
+    path
+        A session file, folder or archive (or several).
+    config
+        A ``Config``, or a ``forensics.toml``/``pyproject.toml`` path; default: the one found
+        in the working folder, else every rule with its defaults.
+    select, ignore
+        Rule codes, code prefixes or slugs to run / to skip, on top of ``config``.
+
+    Returns
+    -------
+    ScanReport
+        ``.incidents``, ``.sessions`` and ``.turns`` DataFrames and the raw ``.results``.
+    """
+    from forensics.engine import scan_session
+
+    cfg = make_config(config, select=select, ignore=ignore)
+    rules = cfg.rules()
+    errors: list[dict[str, Any]] = []
+    results, origins = [], []
+    for origin, session in iter_read(path, errors=errors):
+        results.append(scan_session(session, cfg, rules))
+        origins.append(origin)
+    return ScanReport(results=results, errors=errors, origins=origins)
+
+
+def read_incidents(paths: PathLike | Iterable[PathLike], *, workers: int = 1,
+                   config: Config | PathLike | None = None,
+                   select: str | Sequence[str] | None = None,
+                   ignore: str | Sequence[str] | None = None) -> pl.DataFrame:
+    """Incidents of every session under ``paths`` as one DataFrame (table ``incidents``).
+
+    Parameters
+    ----------
+    paths
+        Session files, folders and archives.
+    workers
+        Processes to scan with (the batch engine); ``1`` scans in this process.
+    config, select, ignore
+        As for ``scan``.
+
+    Returns
+    -------
+    polars.DataFrame
+        Sorted by ``origin``, ``session_id``, ``turn``, ``code``.
+    """
+    from forensics.batch import collect
+    from forensics.frame import INCIDENT_COLUMNS, frame
+
+    cfg = make_config(config, select=select, ignore=ignore)
+    got = collect([_expand(p) for p in _paths(paths)], workers=workers, config=cfg)
+    rows = sorted(got.rows("incidents"),
+                  key=lambda r: (r["origin"], r["session_id"], r["turn"], r["code"]))
+    return frame(rows, INCIDENT_COLUMNS)
+
+
+def read_turns(paths: PathLike | Iterable[PathLike]) -> pl.DataFrame:
+    """Every turn of every session under ``paths`` (table ``turns``).
+
+    Parameters
+    ----------
+    paths
+        Session files, folders and archives.
+
+    Returns
+    -------
+    polars.DataFrame
+        In source order, then turn order.
+    """
+    from forensics.frame import TURN_COLUMNS, frame, turn_rows
+
+    return frame([row for _o, s in iter_read(paths) for row in turn_rows(s)], TURN_COLUMNS)
+
+
+# -- HTML previews for Jupyter --------------------------------------------------------------------
+
+_STYLE = ("<style>.fx-t{border-collapse:collapse;font-size:12px}"
+          ".fx-t th,.fx-t td{padding:2px 6px;text-align:left;vertical-align:top;"
+          "border-bottom:1px solid #ddd}.fx-high{color:#b91c1c;font-weight:600}"
+          ".fx-medium{color:#ea580c}.fx-low{color:#ca8a04}</style>")
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[Any]],
+           classes: Iterable[str | None] | None = None) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = []
+    for row, cls in zip(rows, classes or iter(lambda: None, 0)):
+        cells = "".join(f"<td>{escape('' if v is None else str(v))}</td>" for v in row)
+        attr = f' class="{escape(cls)}"' if cls else ""
+        body.append(f"<tr{attr}>{cells}</tr>")
+    return f'<table class="fx-t"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def _when(t: float | None) -> str:
+    if t is None:
+        return ""
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def session_html(session: Session) -> str:
+    """A compact HTML view of one session: its facts and its first turns."""
+    from forensics.timeline import summarize
+
+    counts = session.counts()
+    facts = [
+        ("session", session.id), ("agent", f"{session.agent} {session.agent_version or ''}"),
+        ("format", session.format), ("models", ", ".join(session.models)),
+        ("project", session.project_dir), ("started", _when(session.started)),
+        ("turns", f"{len(session.turns)} ({counts['user']} user, {counts['assistant']} "
+                  f"assistant, {counts['tool_calls']} tool calls, {counts['failed_tools']} "
+                  f"failed)"),
+        ("read issues", len(session.issues)), ("source", session.source),
+    ]
+    head = _table(["", ""], [(k, v) for k, v in facts if v not in (None, "")])
+    turns = _table(["#", "kind", "anchor", "summary"],
+                   [(t.ordinal, t.kind, t.anchor, summarize(t, 100))
+                    for t in session.turns[:PREVIEW_ROWS]])
+    more = len(session.turns) - PREVIEW_ROWS
+    tail = f"<p>… {more} more turns (<code>forensics.read_turns</code>)</p>" if more > 0 else ""
+    return f"<div>{_STYLE}{head}{turns}{tail}</div>"
+
+
+def report_html(report: ScanReport) -> str:
+    """A compact HTML view of a scan: counts per rule and the first incidents."""
+    from collections import Counter
+
+    incidents = [(r, i) for r in report.results for i in r.incidents]
+    per_rule = Counter((i.code, i.rule) for _r, i in incidents)
+    summary = (f"<p><b>{len(report.results)}</b> sessions, <b>{len(incidents)}</b> incidents"
+               f"{f', <b>{len(report.errors)}</b> unreadable sources' if report.errors else ''}"
+               f"</p>")
+    rules = _table(["code", "rule", "incidents"],
+                   [(c, s, n) for (c, s), n in per_rule.most_common()])
+    shown = incidents[:PREVIEW_ROWS]
+    listed = _table(["severity", "code", "session", "turn", "anchor", "message"],
+                    [(i.severity, i.code, i.session_id, i.turn, i.anchor, i.message)
+                     for _r, i in shown], classes=[f"fx-{i.severity}" for _r, i in shown])
+    more = len(incidents) - len(shown)
+    tail = f"<p>… {more} more (<code>.incidents</code>)</p>" if more > 0 else ""
+    return f"<div>{_STYLE}{summary}{rules if per_rule else ''}{listed if shown else ''}{tail}</div>"
