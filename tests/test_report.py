@@ -267,3 +267,83 @@ def test_scan_markdown_and_html(tmp_path: Path) -> None:
     assert html.exit_code == 1
     page = out.read_text(encoding="utf-8")
     assert page.count("<html") == 1 and page.count('<section class="session">') == 2
+
+
+# -- the checked-in examples: reports of the two seed fixtures --------------------------------
+
+REPO = FIXTURES.parents[1]
+EXAMPLES = REPO / "docs" / "examples"
+SEEDS = ("seed_000_duplicate_launch", "seed_001_empty_resend")
+
+
+def _seed_reports(name: str, out: Path) -> list[Path]:
+    from forensics.engine import scan_sessions
+    from forensics.ingest import load
+
+    rel = Path("tests") / "fixtures" / "seeds" / f"{name}.json"
+    if not (REPO / rel).is_file():
+        pytest.skip(f"{rel} is not in this checkout")
+    cwd = os.getcwd()
+    os.chdir(REPO)  # the reports name their source relative to the repository, as in the docs
+    try:
+        results = scan_sessions(load(rel))
+    finally:
+        os.chdir(cwd)
+    return report.write_reports(results, out)
+
+
+@pytest.mark.parametrize("name", SEEDS)
+def test_examples_are_current(name: str, tmp_path: Path) -> None:
+    """docs/examples/<seed>/ is exactly what ``forensics report`` writes for the seed fixture."""
+    written = _seed_reports(name, tmp_path)
+    target = EXAMPLES / name
+    for path in written:
+        rel = path.relative_to(tmp_path)
+        if REGEN:
+            (target / rel).parent.mkdir(parents=True, exist_ok=True)
+            (target / rel).write_bytes(path.read_bytes())
+        assert (target / rel).is_file(), f"{rel} missing; run FORENSICS_REGEN_SNAPSHOTS=1"
+        assert (target / rel).read_bytes() == path.read_bytes(), (
+            f"docs/examples/{name}/{rel} is stale; regenerate with FORENSICS_REGEN_SNAPSHOTS=1 "
+            "pytest tests/test_report.py and read the diff")
+    expected = {p.relative_to(tmp_path) for p in written}
+    present = {p.relative_to(target) for p in target.rglob("*") if p.is_file()}
+    assert present == expected
+
+
+def test_seed_000_example_tells_the_story(tmp_path: Path) -> None:
+    """A reader of the report alone learns what happened, where, why it was wrong, and what
+    the user did (the arc of shared/seeds/000)."""
+    written = _seed_reports("seed_000_duplicate_launch", tmp_path)
+    index = next(p for p in written if p.name == "index.md").read_text(encoding="utf-8")
+    for fact in [
+        "## A second sglang.launch_server launched at turn 40 while the first was still running",
+        "message 25 of the transcript",  # where
+        "the assistant sent the launch of `sglang.launch_server` from **turn 36** again, unchanged",
+        "It was launch number 4 of `sglang.launch_server` in the session",
+        "(killed at turn 24); **turn 28** (killed at turn 32)",  # the earlier relaunches were fine
+        "In between, the user wrote at **turn 39**: “Ready.”",
+        "Killed",  # the relaunch died at once
+        "port `30000` (default of sglang)",
+        "The message is empty: it holds no text and no tool call.",  # message 42
+        "at **turn 43**: “No the first launch already worked, it's still ready.”",  # correction
+        "“HTTP 200”",  # the health check that confirmed the user
+        "“Note be aggressive - we want minimal pcie roundtrips.”",  # standing instruction
+        "71.6 tok/s",  # the last figure
+    ]:
+        assert fact in index, fact
+
+
+def test_seed_001_example_tells_the_story(tmp_path: Path) -> None:
+    written = _seed_reports("seed_001_empty_resend", tmp_path)
+    index = next(p for p in written if p.name == "index.md").read_text(encoding="utf-8")
+    for fact in [
+        "holds reasoning only",
+        "the user sent the same message again, word for word",
+        "ending with “If a B200 machine is 3.4× more cost per GPU would the train be "
+        "faster/cheaper with e.g. 4× B200 GPUs?”",
+        "14.8 Ktok/s",
+        "8.8 days",
+        "it replied “Short answer: yes, both.",
+    ]:
+        assert fact in index, fact

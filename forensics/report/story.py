@@ -1052,8 +1052,11 @@ def _introduction(cs: CaseStudy, session: Session, incident: Incident) -> None:
         if not turn.text:
             cs.introduction.append(S("No assistant message exists for this point: the flagged "
                                      "turn is the harness closing the turn."))
+    if cs.summary:
+        cs.introduction.append(S(f"Rule {incident.code} ({incident.rule}) looks for this: ",
+                                 *prose(" ".join(cs.summary.split()))))
     cs.introduction.append(S("Severity ", code(incident.severity), ": ",
-                             incident.severity_reason, "."))
+                             *prose(incident.severity_reason), "."))
 
 
 # -- entry point -------------------------------------------------------------------------------
