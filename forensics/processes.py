@@ -521,17 +521,16 @@ def normalize(text: str) -> str:
     toks, _, _ = strip_command(chosen)
     if "|" in toks:
         toks = toks[: toks.index("|")]  # the launch is the first stage: `| tail`, `| head` go
-    kept = [t for t in toks if not _LOG_TOKEN.search(t)]
     cleaned: list[str] = []
     skip = False
-    for t in kept:
+    for t in toks:
         if skip:
             skip = False
             continue
         if t in ("--log-file", "--logfile", "--log-path"):
             skip = True
             continue
-        if re.match(r"--log-?(?:file|path)=", t):
+        if re.match(r"--log-?(?:file|path)=", t) or _LOG_TOKEN.search(t):
             continue
         cleaned.append(t)
     return " ".join(shlex.quote(t) for t in cleaned)
@@ -698,11 +697,7 @@ class Tracker:
         if prog in _INERT:
             return None
         stripped = " ".join(toks)
-        server = None
-        for name, pat in k.servers:
-            if pat.search(stripped):
-                server = name
-                break
+        server = server_of(stripped, k)
         detach_marker = bool(k.background and k.background.search(stripped))
         background = pipe.background or detach_marker or call.background
         weak = bool(k.weak and k.weak.search(stripped)) and server is None
@@ -730,17 +725,7 @@ class Tracker:
         return launch
 
     def _port(self, text: str, env: dict[str, str], server: str | None) -> tuple[int | None, bool]:
-        for pat in self.k.port_patterns:
-            m = pat.search(text)
-            if m:
-                value = next((g for g in m.groups() if g), None)
-                if value and value.isdigit():
-                    return int(value), True
-        if env.get("PORT", "").isdigit():
-            return int(env["PORT"]), True
-        if server and server in self.k.default_ports:
-            return self.k.default_ports[server], False
-        return None, False
+        return port_of(text, self.k, server=server, env=env)
 
     # -- kills -----------------------------------------------------------------------------
 
@@ -1058,6 +1043,40 @@ class Tracker:
                 continue
             if says_up or (first and short and text):
                 launch.signals.append(Signal(clock, "user", turn.ordinal, _short(text, 60)))
+
+
+def server_of(command: str, know: Knowledge) -> str | None:
+    """Name of the first server pattern the (stripped) command matches, or None."""
+    for name, pat in know.servers:
+        if pat.search(command):
+            return name
+    return None
+
+
+def port_of(command: str, know: Knowledge, *, server: str | None = None,
+            env: Mapping[str, str] | None = None) -> tuple[int | None, bool]:
+    """The port a launch binds and whether the command says so explicitly.
+
+    An explicit ``--port N`` / ``-p N`` / bind address / positional port wins, then ``PORT=N``
+    from the environment prefix or an earlier ``export``, then the tool's well-known default.
+    """
+    for pat in know.port_patterns:
+        m = pat.search(command)
+        if m:
+            value = next((g for g in m.groups() if g), None)
+            if value and value.isdigit():
+                return int(value), True
+    port_env = (env or {}).get("PORT", "")
+    if port_env.isdigit():
+        return int(port_env), True
+    if server is None:
+        toks, prefix_env, _ = strip_command(command)
+        if prefix_env.get("PORT", "").isdigit():
+            return int(prefix_env["PORT"]), True
+        server = server_of(" ".join(toks), know)
+    if server and server in know.default_ports:
+        return know.default_ports[server], False
+    return None, False
 
 
 def _assignments(script: str) -> dict[str, tuple[str, Any]]:
