@@ -116,7 +116,17 @@ def _build(fmt: str):
         """Rule-file prose marks commands with backticks; show them as code."""
         return Markup(re.sub(r"`([^`\n]+)`", r"<code>\1</code>", str(escape(text))))
 
+    @jinja2.pass_context
+    def excerpt(ctx, text: Any, limit: int = 1500) -> str:
+        """Redacted head and tail of a long transcript block. A coarse cut first keeps redaction
+        cheap on pasted megabytes; the fine cut after it drops any secret split by the first."""
+        text = "" if text is None else str(text)
+        if len(text) > limit * 2:
+            text = text[: limit + 400] + "\n" + text[-(limit // 3 + 400):]
+        return clip(_maybe_redact(ctx, text), limit)
+
     env.filters.update(
+        excerpt=excerpt,
         prose=rule_prose_html if fmt == "html" else (lambda text: text),
         sentence=sentence_html if fmt == "html" else sentence_md,
         r=r,

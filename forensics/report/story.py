@@ -28,9 +28,20 @@ from forensics.model import (
     Turn,
     UserTurn,
 )
-from forensics.timeline import shorten, summarize
+
 
 # -- sentence pieces -------------------------------------------------------------------------
+
+
+def shorten(text: str | None, width: int = 100) -> str:
+    """``text`` on one line, cut to ``width`` with an ellipsis. Looks only at the head, so a
+    pasted megabyte costs no more than a short message."""
+    text = text or ""
+    head = text[: width * 4 + 64]
+    flat = " ".join(head.split())
+    if len(flat) <= width and len(head) == len(text):
+        return flat
+    return flat[: width - 1].rstrip() + "…"
 
 
 @dataclass(frozen=True)
@@ -385,7 +396,15 @@ def _step_text(session: Session, turn: Turn) -> str:
         lines = telling_lines(turn.error or turn.output, 1)
         tail = f": {lines[0]}" if lines else ""
         return f"{turn.name or 'tool'} {result_status(turn)}{tail}"
-    return summarize(turn, 160)
+    if isinstance(turn, UserTurn):
+        return shorten(_user_words(turn), 160) or "(empty)"
+    if isinstance(turn, AssistantTurn):
+        bits = [f"[{turn.error.name}]"] if turn.error else []
+        bits += ["[aborted]"] if turn.aborted else []
+        return shorten(" ".join(bits + [turn.text]), 160)
+    if isinstance(turn, EventTurn):
+        return shorten(f"{turn.event}: {turn.text}" if turn.text else turn.event, 160)
+    return shorten(getattr(turn, "text", ""), 160)
 
 
 def summarize_call(call: ToolCall) -> str:
@@ -469,14 +488,18 @@ def gist(text: str, width: int = 240) -> list[Piece | str]:
 
     Short messages are quoted whole; a long one becomes "a message of N lines ending with “…”",
     which says plainly that the quote is partial."""
-    flat = " ".join(text.split())
-    if len(flat) <= width:
-        return [quote(flat, width)]
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    questions = [ln for ln in lines if ln.rstrip().endswith(("?", "？"))]
-    tail = questions[-1] if questions else (lines[-1] if lines else flat[-width:])
-    return [f"a message of {len(lines)} line{'s' * (len(lines) != 1)} "
-            f"({len(flat)} characters) ending with ", quote(tail, width)]
+    text = text.strip()
+    if len(text) <= width or len(" ".join(text[: width * 2].split())) <= width \
+            and len(text) <= width * 2:
+        return [quote(text, width)]
+    n_lines = sum(1 for ln in text.splitlines() if ln.strip())
+    lines = [ln.strip() for ln in text[-4000:].splitlines() if ln.strip()]
+    questions = [ln for ln in lines if ln.endswith(("?", "？"))]
+    tail = questions[-1] if questions else (lines[-1] if lines else text[-width:])
+    if len(tail) > width:
+        tail = "…" + " ".join(tail[-width:].split())
+    return [f"a message of {n_lines} line{'s' * (n_lines != 1)} "
+            f"({len(text)} characters) ending with ", quote(tail, width + 2)]
 
 
 def context_section(cs: CaseStudy, session: Session, incident: Incident, first: int) -> None:
@@ -645,11 +668,17 @@ def reaction_section(cs: CaseStudy, session: Session, incident: Incident, start:
 
 
 def _same_as_earlier(session: Session, user: UserTurn) -> UserTurn | None:
-    words = _norm(_user_words(user))
+    raw = _user_words(user)
+    words = _norm(raw)
     if len(words) < 2:
         return None
     for turn in reversed(session.turns[: user.ordinal - 1]):
-        if isinstance(turn, UserTurn) and _norm(_user_words(turn)) == words:
+        if not isinstance(turn, UserTurn):
+            continue
+        other = _user_words(turn)
+        if abs(len(other) - len(raw)) > len(raw) // 4 + 16:
+            continue  # whitespace alone cannot bridge that difference; skip the normalising
+        if _norm(other) == words:
             return turn
     return None
 
