@@ -99,6 +99,8 @@ class Launch:
     handles: set[str] = field(default_factory=set)
     logs: set[str] = field(default_factory=set)
     deadline: float | None = None
+    harness_only: bool = False
+    """Sent to the background only by the harness (``run_in_background``), no ``&`` of its own."""
     changes: list[Change] = field(default_factory=list)
     signals: list[Signal] = field(default_factory=list)
     requested_port: int | None = None
@@ -166,6 +168,33 @@ def _words(words: Iterable[str]) -> re.Pattern[str] | None:
     return _compile("|".join(parts)) if parts else None
 
 
+def _literal_words(patterns: Iterable[str]) -> tuple[str, ...] | None:
+    """Lower-case words (3+ letters) that the patterns spell out literally.
+
+    A text containing none of them cannot match any pattern whose words were all taken, so a
+    substring test on these words is a cheap prefilter. None when some pattern spells no word
+    (then the prefilter must always pass).
+    """
+    words: set[str] = set()
+    for pattern in patterns:
+        source = re.sub(r"\\.|\(\?P?<\w+>|\(\?[a-zA-Z]+\)|\[[^\]]*\]|\{\d+(?:,\d*)?\}", " ",
+                        pattern)
+        found = re.findall(r"[A-Za-z_][A-Za-z0-9_-]{2,}", source)
+        if not found:
+            return None
+        words.update(w.lower().rstrip("?*+") for w in found)
+    return tuple(sorted(words))
+
+
+def _any_word(words: tuple[str, ...] | None, text: str) -> bool:
+    if words is None:
+        return True
+    low = text.lower()
+    return any(w in low for w in words)
+
+
+_LONE_AMP = re.compile(r"(?<![&>|])&(?![&>])")
+
 _CACHE: dict[Any, "Knowledge"] = {}
 
 
@@ -196,6 +225,7 @@ class Knowledge:
     harness_poll_tools: dict[str, str]
     background_ids: list[re.Pattern[str]]
     output_files: list[re.Pattern[str]]
+    job_end_notifications: list[re.Pattern[str]]
     pid_patterns: list[re.Pattern[str]]
     conflict: re.Pattern[str] | None
     crash: re.Pattern[str] | None
@@ -208,7 +238,9 @@ class Knowledge:
     failure: re.Pattern[str] | None
     script_children: set[str]
     resume_gap: float
-    prefilter: re.Pattern[str]
+    prefilter: tuple[str, ...] | None
+    """Words one of which a script must contain to be worth analysing (or ``&``)."""
+    kill_words: tuple[str, ...] | None
 
     @classmethod
     def build(cls, **params: Any) -> "Knowledge":
@@ -221,12 +253,9 @@ class Knowledge:
                  for kind, pats in params["kill_commands"].items()}
         kill_patterns = [p for pats in params["kill_commands"].values()
                          for p in (pats if isinstance(pats, list) else [pats])]
-        loose = [p[1:] if p.startswith("^") else p for p in
-                 [*params["server_commands"].values(), *params["background_markers"],
-                  *params["weak_launchers"], *kill_patterns]]
-        pre = [*loose,
-               r"(?<![&>|])&(?![&>])", params["health_check_commands"] or "x^",
-               r"\b(?:lsof|pgrep|ps|ss|netstat|fuser)\b"]
+        pre = [*params["server_commands"].values(), *params["background_markers"],
+               *params["weak_launchers"], *kill_patterns, params["health_check_commands"] or "",
+               r"\b(?:lsof|pgrep|netstat|fuser)\b"]
         know = cls(
             servers=servers,
             server_any=_union(params["server_commands"].values()),
@@ -243,6 +272,7 @@ class Knowledge:
             harness_poll_tools=dict(params["harness_poll_tools"]),
             background_ids=[_compile(p) for p in params["background_id_patterns"]],
             output_files=[_compile(p) for p in params["output_file_patterns"]],
+            job_end_notifications=[_compile(p) for p in params["job_end_notifications"]],
             pid_patterns=[_compile(p) for p in params["pid_patterns"]],
             conflict=_union(params["port_conflict_patterns"]),
             crash=_union(params["crash_patterns"]),
@@ -256,7 +286,8 @@ class Knowledge:
             failure=_words(params["failure_words"]),
             script_children={n.lower() for n in params["script_child_names"]},
             resume_gap=float(params["resume_gap_minutes"]) * 60.0,
-            prefilter=_union(pre) or re.compile("x^"),
+            prefilter=_literal_words(p for p in pre if p),
+            kill_words=_literal_words(kill_patterns),
         )
         if len(_CACHE) > 32:
             _CACHE.clear()
@@ -599,7 +630,9 @@ class Tracker:
             elif isinstance(turn, UserTurn):
                 self._user(turn)
             elif isinstance(turn, EventTurn):
-                if turn.event in ("compaction", "session_start"):
+                if turn.event == "notification":
+                    self._notification(turn)
+                elif turn.event in ("compaction", "session_start"):
                     self._unknown_all((turn.ordinal, 0, 0), turn.ordinal,
                                       "compaction" if turn.event == "compaction"
                                       else "a new session start")
@@ -614,6 +647,21 @@ class Tracker:
             self._unknown_all((turn.ordinal, -1, 0), turn.ordinal,
                               f"the session resumed after {hours:.1f} h")
         self._last_time = t if self._last_time is None else max(t, self._last_time)
+
+    def _notification(self, turn: EventTurn) -> None:
+        """A finished background task ends a plain job run as the task itself, never a server.
+
+        The notification is about the harness's wrapper shell: when the wrapper ran the job in
+        its foreground (no ``&`` of its own), the job is done; a server may have been left
+        running by the wrapper, so servers stay alive (rules.md, Common ground).
+        """
+        for pat in self.k.job_end_notifications:
+            for m in pat.finditer(turn.text):
+                launch = self.by_handle.get(m.group(1))
+                if launch and launch.server is None and launch.harness_only \
+                        and launch.state is State.ALIVE:
+                    launch.end((turn.ordinal, 0, 0), "exit",
+                               f"its task finished ({turn.anchor})", turn.ordinal)
 
     def _unknown_all(self, clock: Clock, ordinal: int, why: str) -> None:
         for launch in self.launches:
@@ -656,7 +704,8 @@ class Tracker:
         script = command_of(call)
         if not script:
             return
-        if not k.prefilter.search(script) and not any(n in script for n in self.log_names):
+        if not _any_word(k.prefilter, script) and not _LONE_AMP.search(script) \
+                and not any(n in script for n in self.log_names) and not call.background:
             return
         pipes = split_pipelines(script)
         ctx = _Script(pipes)
@@ -715,6 +764,7 @@ class Tracker:
             weak=weak, reconciling=server in k.reconciling, cwd=ctx.cwd,
             turn=turn.ordinal, anchor=turn.anchor, clock=clock, call_id=call.call_id,
             time=turn.time, requested_port=port,
+            harness_only=call.background and not pipe.background and not detach_marker,
         )
         if notes["timeout"] is not None and turn.time is not None:
             launch.deadline = turn.time + notes["timeout"]
@@ -733,7 +783,7 @@ class Tracker:
               script_launches: list[Launch], assigns: dict[str, tuple[str, Any]]) -> bool:
         """Apply a kill in this pipeline to the launches it aims at; True if it was a kill."""
         k = self.k
-        if not k.kill_any or not k.kill_any.search(text):
+        if not k.kill_any or not _any_word(k.kill_words, text):
             return False
         where = f"`{_short(text)}` at {turn.anchor}"
         for kind, pats in k.kills.items():
