@@ -592,6 +592,18 @@ _INERT = {"echo", "printf", "cat", "grep", "rg", "egrep", "sed", "awk", "git", "
           "taskkill", "tasklist", "pushd", "popd", "docker-compose-ps", "mkdocs-build"}
 
 
+_SKIP_FAST = _INERT - {"cd", "export", "set", "kill", "pkill", "killall", "fuser", "xargs",
+                       "lsof", "stop-process", "taskkill", "get-process", "get-nettcpconnection",
+                       "pgrep"}
+
+
+def _first_word(text: str) -> str:
+    for tok in text.split(None, 4):
+        if not _ASSIGN.match(tok):
+            return _basename(tok.strip("'\"")).lower()
+    return ""
+
+
 @dataclass
 class _Script:
     """What one tool call's script says, pipeline by pipeline."""
@@ -720,6 +732,8 @@ class Tracker:
                     if m.group(1) and m.group(1).isdigit():
                         self.health_calls.setdefault(call.call_id, []).append(
                             (clock, int(m.group(1))))
+            if _first_word(pipe.text) in _SKIP_FAST:
+                continue  # echo, grep, sed, ls…: neither a launch nor a kill; spare the tokenizer
             toks, env, notes = strip_command(pipe.text)
             if not toks:
                 ctx.env.update(env)
