@@ -185,6 +185,7 @@ _ENV_PREFIX = re.compile(r"^(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=\S*\s*(?:&&\s*|
 _DEATH = re.compile(r"\bKilled\b|Segmentation fault|core dumped|EADDRINUSE|address already in use|"
                     r"port is already allocated|is (?:already )?in use|Traceback|Error\b|error:|"
                     r"Exception\b|FAILED|fatal:|No such file|command not found|Permission denied")
+_TAG_ONLY = re.compile(r"^\s*</?[\w:-]+>\s*$")  # harness wrappers such as </shell_metadata>
 _FIGURE = re.compile(
     r"\d[\d,]*(?:\.\d+)?\s?(?:[KMGT]?tok/s|tokens?/s|it/s|samples?/s|req/s|[KMGTP]?FLOPS|"
     r"[KMGT]i?B/s|[KMGT]i?B\b|ms\b|µs\b|%|°C|\s?days?\b|\s?hours?\b|\s?h\b|\s?min(?:utes?)?\b|"
@@ -224,26 +225,39 @@ def ports_in(command: str) -> list[tuple[str, str]]:
 def program(command: str) -> str:
     """What a command runs, for titles: ``sglang.launch_server``, ``pytest``, ``npm run dev``."""
     text = command.strip()
+    variables = dict(re.findall(r"\$(\w+)\s*=\s*[\"']([^\"']+)[\"']", text))
+    start = re.search(r"\bStart-Process\s+(?:-FilePath\s+)?([\"']?)([^\s\"']+)\1", text)
+    if start:  # PowerShell: the program is the file it starts, often through a variable
+        target = start.group(2)
+        if target.startswith("$"):
+            target = variables.get(target[1:], target)
+        return re.split(r"[\\/]", target)[-1]
     for line in text.splitlines():
         line = line.strip().rstrip("\\").strip()
         if not line or line.startswith("#"):
             continue
         parts = [p for p in re.split(r"\s*(?:&&|;|\|\|)\s*", line) if p.strip()]
         useful = [p for p in parts if not re.match(
-            r"^(export|cd|source|\.|set|sleep|echo|printf|true|wait)\b", p.strip())]
+            r"^(export|cd|source|\.|set|sleep|echo|printf|true|wait|Write-Output|"
+            r"Start-Sleep)\b|^\$\w+\s*=", p.strip())]
         for part in useful or parts:
             part = part.strip()
             while _ENV_PREFIX.match(part) and _ENV_PREFIX.sub("", part, count=1) != part:
                 part = _ENV_PREFIX.sub("", part, count=1)
+            quoted = re.match(r"^(?:&\s*)?([\"'])(.+?)\1", part)
+            if quoted:  # a quoted path with spaces: C:\Program Files\...\gh.exe
+                return re.split(r"[\\/]", quoted.group(2))[-1]
             words = part.split()
-            while words and words[0] in ("nohup", "setsid", "sudo", "exec", "time", "env"):
+            while words and words[0] in ("nohup", "setsid", "sudo", "exec", "time", "env", "&"):
                 words = words[1:]
+            if words and words[0].startswith("$") and words[0][1:] in variables:
+                words[0] = variables[words[0][1:]]
             if not words:
                 continue
             m = re.search(r"-m\s+([\w.]+)", " ".join(words))
             if m and re.search(r"python", words[0]):
                 return m.group(1)
-            head = words[0].rsplit("/", 1)[-1]
+            head = re.split(r"[\\/]", words[0].strip("\"'"))[-1]
             if head in ("npm", "pnpm", "yarn", "bun", "docker", "cargo", "uv", "git") \
                     and len(words) > 1:
                 return " ".join([head] + [w for w in words[1:3] if not w.startswith("-")][:2])
@@ -286,7 +300,7 @@ def result_status(result: ToolResultTurn) -> str:
 def telling_lines(text: str, limit: int = 3) -> list[str]:
     """The lines of an output that report the failure (or its last lines if none do)."""
     lines = [ln.rstrip() for ln in (text or "").splitlines()
-             if len(re.findall(r"\w", ln)) >= 3]
+             if len(re.findall(r"\w", ln)) >= 3 and not _TAG_ONLY.match(ln)]
     hits = [ln for ln in lines if _DEATH.search(ln)]
     chosen = hits[-limit:] if hits else lines[-limit:]
     return [shorten(ln, 200) for ln in chosen]
@@ -851,9 +865,12 @@ def _duplicate_launch(cs: CaseStudy, session: Session, incident: Incident) -> No
                                 *_history_pieces(history), "."))
         between = [t for t in session.turns[earlier.ordinal: turn.ordinal - 1]]
         users = [t for t in between if isinstance(t, UserTurn)]
+        said: list[Piece | str] = []
         for u in users[-2:]:
-            cs.mistake.append(S("In between, the user wrote at ", ref(u), ": ",
-                                quote(_user_words(u), 200)))
+            said += [", and at " if said else "In between, the user wrote at ", ref(u), ": ",
+                     *gist(_user_words(u), 200)]
+        if said:
+            cs.mistake.append(S(*said))
         checked = [t for t in between if any(checks(c.command) for c in _calls_of(t))]
         port_list = ports_in(new_cmd or "")
         if not checked:
@@ -866,7 +883,7 @@ def _duplicate_launch(cs: CaseStudy, session: Session, incident: Incident) -> No
                                     "between (", ref(checked[-1]), ")."))
         later_user = next((t for t in session.turns[turn.ordinal:]
                            if isinstance(t, UserTurn)), None)
-        if users and later_user is not None:
+        if users and later_user is not None and users[-1].ordinal in incident.evidence_turns:
             cs.assumptions.append(S("That the user's ", quote(_user_words(users[-1]), 120),
                                     " at ", ref(users[-1]), " asked for a new launch. The "
                                     "user's next message, at ", ref(later_user), ", reads ",
@@ -994,16 +1011,35 @@ def _user_resend(cs: CaseStudy, session: Session, incident: Incident) -> None:
         elif isinstance(t, ToolResultTurn) and result_failed(t):
             cs.mistake.append(S("In between, a tool call failed at ", ref(t), "."))
     if earlier is not None:
-        same = _norm(_user_words(earlier)) == _norm(words)
+        likeness = _likeness(_user_words(earlier), words)
         gap = ""
         if turn.time is not None and earlier.time is not None:
             gap = f", {_duration(turn.time - earlier.time)} after the first time"
-        cs.mistake.append(S("So at ", ref(turn), gap, ", the user sent ",
-                            "the same message again, word for word" if same else
-                            "the message again, nearly unchanged", ": ", *gist(words)))
+        if likeness == "retry":
+            cs.mistake.append(S("So at ", ref(turn), gap.replace("the first time", "the request"),
+                                ", the user asked for another try: ", *gist(words)))
+        else:
+            cs.mistake.append(S("So at ", ref(turn), gap, ", the user sent ",
+                                "the same message again, word for word" if likeness == "same"
+                                else "the message again, nearly unchanged", ": ", *gist(words)))
     if earlier is not None:
         cs.assumptions.append(S("That the earlier message had been served: the user's repeat "
                                 "shows the reply to ", ref(earlier), " did not answer it."))
+
+
+def _likeness(first: str, again: str) -> str:
+    """``same`` (equal after whitespace and case), ``near`` (a small edit) or ``retry`` (a
+    different, usually short message asking for another try, such as "retry" or "重试")."""
+    a, b = _norm(first), _norm(again)
+    if a == b:
+        return "same"
+    short, long_ = sorted((len(a), len(b)))
+    if long_ and short / long_ >= 0.6 and long_ <= 20_000:
+        from difflib import SequenceMatcher
+
+        if SequenceMatcher(None, a, b, autojunk=False).ratio() >= 0.75:
+            return "near"
+    return "retry"
 
 
 CHAPTERS: dict[str, Chapter] = {
