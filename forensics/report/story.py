@@ -297,12 +297,18 @@ def result_status(result: ToolResultTurn) -> str:
     return "succeeded" if result.exit_code == 0 else "came back"
 
 
-def telling_lines(text: str, limit: int = 3) -> list[str]:
-    """The lines of an output that report the failure (or its last lines if none do)."""
+_REMINDER = re.compile(r"<system-reminder>.*?(?:</system-reminder>|\Z)", re.S)
+
+
+def telling_lines(text: str, limit: int = 3, *, fallback: int | None = None) -> list[str]:
+    """The lines of an output that report the failure, or its last ``fallback`` lines (default
+    ``limit``) if none do. Harness reminders appended to outputs are not the tool's words."""
+    if "<system-reminder>" in (text or ""):
+        text = _REMINDER.sub("", text)
     lines = [ln.rstrip() for ln in (text or "").splitlines()
              if len(re.findall(r"\w", ln)) >= 3 and not _TAG_ONLY.match(ln)]
     hits = [ln for ln in lines if _DEATH.search(ln)]
-    chosen = hits[-limit:] if hits else lines[-limit:]
+    chosen = hits[-limit:] if hits else lines[-(fallback or limit):]
     return [shorten(ln, 200) for ln in chosen]
 
 
@@ -734,7 +740,7 @@ def knowledge_section(cs: CaseStudy, session: Session, incident: Incident,
     for o in sorted(ordinals):
         turn = session.turns[o - 1]
         if isinstance(turn, ToolResultTurn) and result_failed(turn):
-            for line in telling_lines(turn.error or turn.output, 2):
+            for line in telling_lines(turn.error or turn.output, 2, fallback=1):
                 if line not in errors:
                     errors.append(line)
     if programs:
@@ -1085,7 +1091,7 @@ def _title(session: Session, incident: Incident, rule_title: str) -> str:
 
 def _introduction(cs: CaseStudy, session: Session, incident: Incident) -> None:
     turn = session.turns[incident.turn - 1]
-    where = [ref(turn), " (anchor ", code(turn.anchor)]
+    where = [ref(turn), " (anchor ", code(incident.anchor)]
     if cs.message_number is not None:
         where += [f", message {cs.message_number} of the transcript"]
     where += [")"]
