@@ -347,3 +347,72 @@ def test_seed_001_example_tells_the_story(tmp_path: Path) -> None:
         "it replied “Short answer: yes, both.",
     ]:
         assert fact in index, fact
+
+
+# -- the figure, odd inputs, properties -------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+from forensics.findings import Incident  # noqa: E402
+from forensics.report.svg import timeline_svg  # noqa: E402
+
+
+def _incident(session: Session, turn: int, anchor: str, severity: str = "high") -> Incident:
+    return Incident(rule="empty-response", code="FX001", title="Assistant replied with nothing",
+                    severity=severity, severity_reason="test", session_id=session.id,
+                    source=session.source, agent=session.agent, turn=turn, anchor=anchor,
+                    evidence=[], evidence_turns=[], message="An <b>empty</b> reply.",
+                    fingerprint="f" * 16)
+
+
+def test_svg_marks_titles_and_escaping() -> None:
+    turns = [UserTurn(ordinal=1, anchor='u"<1>', text="hi"),
+             AssistantTurn(ordinal=2, anchor="a&2", text=""),
+             UserTurn(ordinal=3, anchor="u3", text="hello?")]
+    session = Session(id="s", agent="opencode", format="case", source="s.json", turns=turns)
+    svg = timeline_svg(session, [_incident(session, 2, "a&2")])
+    assert svg.startswith("<svg") and svg.endswith("</svg>")
+    assert "<title>FX001 empty-response (high) · turn 2 · a&amp;2</title>" in svg
+    assert "turn 1 · u&quot;&lt;1&gt; · user" in svg and '"<1>' not in svg
+    assert svg.count('class="incident-mark"') == 1
+    assert "turn 1" in svg and "turn 3" in svg  # no times: the axis is the turn number
+
+
+def test_svg_bounded_for_long_sessions() -> None:
+    turns = [UserTurn(ordinal=i, anchor=f"m{i}", text="x", time=1000.0 + i)
+             for i in range(1, 20001)]
+    session = Session(id="s", agent="opencode", format="case", source="s.json", turns=turns)
+    svg = timeline_svg(session, [])
+    assert svg.count("<rect") <= 1000  # one mark per pixel column and kind
+
+
+def test_odd_incidents_still_render() -> None:
+    empty = Session(id="empty", agent="codex", format="case", source="e.jsonl", turns=[])
+    result = ScanResult(session=empty)
+    assert "No incidents" in report.render_session(result, fmt="markdown")
+    assert "<svg" in report.render_session(result, fmt="html")
+    turns = [UserTurn(ordinal=1, anchor="u1", text="hi")]
+    session = Session(id="s", agent="opencode", format="case", source="s.json", turns=turns)
+    stray = ScanResult(session=session, incidents=[_incident(session, 9, "nowhere")])
+    md = report.render_session(stray, fmt="markdown")
+    assert "cannot be placed" in md and "\\<b\\>empty\\</b\\>" in md
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(max_size=300))
+def test_any_user_text_is_escaped(text: str) -> None:
+    turns = [UserTurn(ordinal=1, anchor="u1", text=text + "<script>x</script>"),
+             AssistantTurn(ordinal=2, anchor="a2", text=""),
+             UserTurn(ordinal=3, anchor="u3", text="again")]
+    session = Session(id="s", agent="opencode", format="case", source="s.json", turns=turns)
+    result = ScanResult(session=session, incidents=[_incident(session, 2, "a2")])
+    html = report.render_session(result, fmt="html")
+    assert "<script>" not in html
+    md = report.render_incident(result, result.incidents[0])
+    assert "<script>" not in md.split("```")[0]
+
+
+@given(st.text(max_size=200))
+def test_redact_is_idempotent(text: str) -> None:
+    once = redact(text)
+    assert redact(once) == once

@@ -1137,7 +1137,7 @@ def build(session: Session, incident: Incident, spec=None,
           others: Iterable[Incident] = ()) -> CaseStudy:
     """The case study of ``incident`` in ``session``; ``spec`` is its RuleSpec when known."""
     if not 0 < incident.turn <= len(session.turns):
-        raise ValueError(f"incident turn {incident.turn} is outside session {session.id}")
+        return _unplaced(session, incident, spec)
     turn = session.turns[incident.turn - 1]
     rule_title = spec.title if spec is not None else incident.title
     cs = CaseStudy(
@@ -1168,6 +1168,21 @@ def build(session: Session, incident: Incident, spec=None,
     reaction_section(cs, session, incident, reaction_start)
     knowledge_section(cs, session, incident, cs.timeline)
     related_section(cs, list(others), incident)
+    return cs
+
+
+def _unplaced(session: Session, incident: Incident, spec) -> CaseStudy:
+    """A finding that names a turn the session does not have (a rule bug): say so, plainly."""
+    cs = CaseStudy(incident=incident, title=f"{incident.title} (turn {incident.turn})",
+                   rule_title=spec.title if spec is not None else incident.title,
+                   summary=getattr(spec, "summary", "") or "",
+                   rationale=_para(getattr(spec, "rationale", "")),
+                   remediation=_para(getattr(spec, "remediation", "")),
+                   falsepositives=list(getattr(spec, "falsepositives", ()) or ()),
+                   location=session.source)
+    cs.introduction.append(S(f"The rule named turn {incident.turn}, but the session has "
+                             f"{len(session.turns)} turns, so the finding cannot be placed: ",
+                             *prose(incident.message)))
     return cs
 
 
