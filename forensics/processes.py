@@ -1236,6 +1236,7 @@ def _short(text: str, width: int = 80) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+_SHELLISH = re.compile(r"bash|shell|exec|powershell|pwsh|terminal|command|cmd|monitor", re.I)
 _CODE_MODE = re.compile(r"exec_command\(\s*(\{.*?\})\s*\)", re.S)
 
 
@@ -1243,6 +1244,8 @@ def command_of(call: ToolCall) -> str | None:
     """The shell script a call runs: ``ToolCall.command``, else a ``cmd``/``command`` input."""
     if call.command:
         return call.command
+    if not _SHELLISH.search(call.name):
+        return None
     for key in ("command", "cmd"):
         value = call.input.get(key)
         if isinstance(value, str) and value.strip():
