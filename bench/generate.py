@@ -688,20 +688,25 @@ class CodexWriter:
 
     def reply(self, r: Reply, line) -> None:
         rng = self.rng
-        mark = r.mark if r.mark != "empty-response" else None
+        # The mark goes on the reply's first line, where a reader anchors the assistant turn.
+        pending = [r.mark if r.mark != "empty-response" else None]
+
+        def mark() -> str | None:
+            m, pending[0] = pending[0], None
+            return m
+
         if r.reasoning:
             line("response_item", {"type": "reasoning", "summary": [
                 {"type": "summary_text", "text": r.reasoning}], "content": None,
-                "encrypted_content": self.blobs.b64_of(rng, draw(rng, ENCRYPTED))})
+                "encrypted_content": self.blobs.b64_of(rng, draw(rng, ENCRYPTED))}, mark())
             line("event_msg", {"type": "agent_reasoning", "text": r.reasoning})
         if r.text:
             line("response_item", {"type": "message", "role": "assistant", "content": [
-                {"type": "output_text", "text": r.text}]}, None if r.calls else mark)
+                {"type": "output_text", "text": r.text}]}, mark())
             line("event_msg", {"type": "agent_message", "message": r.text})
         for c in r.calls:
             cid = "call_" + "".join(rng.choices(_B62, k=24))
-            self.call(c, cid, line, mark)
-            mark = None
+            self.call(c, cid, line, mark())
         if r.text or r.calls:
             line("event_msg", {"type": "token_count", "info": {
                 "total_token_usage": {"input_tokens": 9120, "cached_input_tokens": 7936,

@@ -1,0 +1,377 @@
+"""Measure forensics against the cost of merely reading its input, in one run on the same files.
+
+    python bench/run.py --quick          # ~1 minute: 1,000-turn sessions, 60- and 180-session archives
+    python bench/run.py                  # full: 10,000-turn sessions, 1,000-session and >=1 GB archives
+    python bench/run.py --json out.json  # also write every number
+
+Data is generated (seeded) under ``bench/data/`` on first use and reused while the parameters
+match. Every stage runs in a fresh process (``bench/stages.py``; batch through the CLI) so
+peak RSS belongs to that stage alone; each prints wall time, MB/s, turns/s, peak RSS and its
+ratio to the floor (reading the bytes and ``orjson.loads`` of every record). The scan's incidents
+are checked against the planted ones (found / exact anchor / unexpected extras per rule).
+Stages whose module is not there yet are listed as skipped, never fatal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import orjson
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+sys.path.insert(0, str(BENCH))
+
+from generate import FORMATS, generate  # noqa: E402
+
+PLANS = {
+    # name: (sessions per format, turns per session (median in archives), target MB, role)
+    "quick": {
+        "long": (1, 1_000, 0, "long"),
+        "archive-s": (20, 150, 0, "archive"),
+        "archive-l": (60, 150, 0, "archive"),
+    },
+    "full": {
+        "long": (1, 10_000, 0, "long"),
+        "archive-1k": (334, 150, 0, "archive"),
+        "archive-1g": (334, 150, 1100, "archive"),
+    },
+}
+SEED = 20261130
+TIMEOUT = 600.0
+"""Seconds a stage may take before it is killed and reported as such (``--timeout``)."""
+
+
+# --- data --------------------------------------------------------------------------------------
+
+def dataset(root: Path, name: str, sessions: int, turns: int, target_mb: float) -> dict:
+    """The manifest of a generated dataset, generating it when missing or stale."""
+    out = root / name
+    params = {"sessions": sessions, "turns": turns, "target_mb": target_mb, "seed": SEED,
+              "generator": (BENCH / "generate.py").stat().st_mtime_ns}
+    stamp = out / "params.json"
+    if stamp.is_file() and orjson.loads(stamp.read_bytes()) == params:
+        return orjson.loads((out / "planted.json").read_bytes())
+    if out.exists():
+        shutil.rmtree(out)
+    t = time.perf_counter()
+    print(f"generating {name} ...", file=sys.stderr, flush=True)
+    m = generate(list(FORMATS), sessions, turns, out, SEED, target_mb,
+                 log=lambda s: print(s, file=sys.stderr, flush=True))
+    print(f"  {m['sessions']} sessions, {m['bytes'] / 1e6:.0f} MB in "
+          f"{time.perf_counter() - t:.0f} s", file=sys.stderr)
+    stamp.write_bytes(orjson.dumps(params))
+    return m
+
+
+# --- measurement -------------------------------------------------------------------------------
+
+def run_limited(cmd: list[str], timeout: float) -> subprocess.CompletedProcess | None:
+    """Run ``cmd`` in its own process group; kill the whole group (workers too) on timeout."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=REPO, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return None
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def run_stage(stage: str, files: list[str], tmp: Path, incidents: Path | None = None) -> dict:
+    listing = tmp / f"files-{os.getpid()}-{time.monotonic_ns()}.txt"
+    listing.write_text("\n".join(files))
+    cmd = [sys.executable, str(BENCH / "stages.py"), stage, str(listing)]
+    if incidents:
+        cmd.append(str(incidents))
+    proc = run_limited(cmd, TIMEOUT)
+    listing.unlink(missing_ok=True)
+    if proc is None:
+        return {"error": f"did not finish in {TIMEOUT:.0f} s (killed)", "timeout": True}
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"exit {proc.returncode}: {last}"}
+    return orjson.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def best_of(n: int, fn) -> dict:
+    runs = [fn()]
+    while len(runs) < n and "wall_s" in runs[0]:
+        runs.append(fn())
+    ok = [r for r in runs if "wall_s" in r]
+    return min(ok, key=lambda r: r["wall_s"]) if ok else runs[0]
+
+
+def forensics_exe() -> list[str]:
+    exe = Path(sys.executable).parent / "forensics"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "forensics.cli"]
+
+
+def batch_available() -> str | None:
+    """None when ``forensics batch`` exists, else why not."""
+    proc = subprocess.run([*forensics_exe(), "batch", "--help"], capture_output=True, text=True)
+    return None if proc.returncode == 0 else "forensics batch not available yet"
+
+
+_TIMED_CHILD = """
+import json, resource, subprocess, sys, time
+t = time.perf_counter()
+p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+wall = time.perf_counter() - t
+print(json.dumps({"wall_s": wall, "rc": p.returncode, "stderr": p.stderr[-400:],
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+"""
+
+
+def timed_command(cmd: list[str]) -> dict:
+    """Wall time and the peak RSS of the largest process in the command's tree."""
+    proc = run_limited([sys.executable, "-c", _TIMED_CHILD, *cmd], TIMEOUT)
+    if proc is None:
+        return {"rc": -1, "stderr": f"did not finish in {TIMEOUT:.0f} s (killed)"}
+    return orjson.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_batch(path: Path, workers: int, tmp: Path) -> dict:
+    out = tmp / f"batch-{workers}"
+    shutil.rmtree(out, ignore_errors=True)
+    r = timed_command([*forensics_exe(), "batch", str(path), "-o", str(out),
+                       "--workers", str(workers), "--full"])
+    shutil.rmtree(out, ignore_errors=True)
+    if r["rc"] not in (0, 1):
+        last = (r["stderr"].strip().splitlines() or ["no output"])[-1]
+        return {"error": f"exit {r['rc']}: {last}"}
+    return r
+
+
+def startup(small: str) -> dict:
+    def best(cmd):
+        walls = []
+        for _ in range(5):
+            t = time.perf_counter()
+            subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+            walls.append(time.perf_counter() - t)
+        return min(walls)
+
+    exe = forensics_exe()
+    return {"help_s": best([*exe, "--help"]), "scan_small_s": best([*exe, "scan", small]),
+            "python_s": best([sys.executable, "-c", "pass"])}
+
+
+# --- correctness: planted incidents against what the scan found -------------------------------
+
+def check_planted(manifest: dict, incidents: list[dict], rules: list[str]) -> dict:
+    """Per rule: planted, found (anchor inside the planted exchange), exact anchor, extras."""
+    by_session: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for i in incidents:
+        by_session[(i["session_id"], i["rule"])].append(i)
+    used: set[int] = set()
+    table: dict[str, dict] = {r: {"planted": 0, "found": 0, "exact": 0, "extra": 0,
+                                  "missed": []} for r in rules}
+    for p in manifest["planted"]:
+        row = table.get(p["rule"])
+        if row is None:
+            continue
+        row["planted"] += 1
+        cands = by_session.get((p["session_id"], p["rule"]), [])
+        block = set(p["block"])
+        hit = next((i for i in cands if i["anchor"] == p["anchor"]), None)
+        if hit is not None:
+            row["exact"] += 1
+        else:
+            hit = next((i for i in cands if i["anchor"] in block and id(i) not in used), None)
+        if hit is None:
+            if len(row["missed"]) < 5:
+                row["missed"].append(f"{p['file']} {p['anchor']}")
+            continue
+        row["found"] += 1
+        used.add(id(hit))
+    extras: dict[str, list[str]] = defaultdict(list)
+    for i in incidents:
+        if id(i) not in used and i["rule"] in table:
+            table[i["rule"]]["extra"] += 1
+            extras[i["rule"]].append(f"{Path(i['source']).name} {i['anchor']}")
+    for rule, items in extras.items():
+        table[rule]["extra_examples"] = items[:5]
+    return table
+
+
+def available_rules() -> list[str]:
+    code = "from forensics.config import Config; print(' '.join(r.slug for r in Config().rules()))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    return proc.stdout.split() if proc.returncode == 0 else []
+
+
+# --- the run -----------------------------------------------------------------------------------
+
+def machine() -> dict:
+    cpu = ""
+    try:
+        cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        cpu = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines()
+                    if ln.startswith("Model name")), "")
+    except OSError:
+        pass
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, cwd=REPO).stdout.strip()
+    return {"cpu": cpu or platform.processor(), "cores": os.cpu_count(),
+            "python": platform.python_version(), "orjson": orjson.__version__,
+            "platform": platform.platform(), "commit": commit,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+
+
+def row(dataset: str, stage: str, r: dict, nbytes: int, turns: int, floor_s: float | None):
+    if "skipped" in r or "error" in r:
+        return {"dataset": dataset, "stage": stage, "note": r.get("skipped") or r["error"]}
+    wall = r["wall_s"]
+    turns = r.get("turns") or turns
+    out = {"dataset": dataset, "stage": stage, "wall_s": wall, "mb_s": nbytes / 1e6 / wall,
+           "turns_s": turns / wall, "peak_rss_mb": r.get("peak_rss_mb"),
+           "x_floor": wall / floor_s if floor_s else None, "raw": r}
+    if "render_s" in r:
+        out["note"] = f"rendering alone {r['render_s']:.2f} s ({r.get('renderer', '')})"
+    return out
+
+
+def measure(plan: dict, root: Path, repeat: int, workers: int) -> dict:
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="run-", dir=root))
+    rows: list[dict] = []
+    checks: dict[str, dict] = {}
+    rules = available_rules()
+    no_batch = batch_available()
+    data: dict[str, dict] = {}
+    try:
+        for name, (sessions, turns, target_mb, role) in plan.items():
+            data[name] = m = dataset(root, name, sessions, turns, target_mb)
+            base = root / name
+            groups = ([(f"{name}/{fmt}", [f for f in m["files"] if f["format"] == fmt])
+                       for fmt in FORMATS] if role == "long" else [(name, m["files"])])
+            all_incidents: list[dict] = []
+            for label, files in groups:
+                paths = [str(base / f["file"]) for f in files]
+                nbytes = sum(f["bytes"] for f in files)
+                nturns = sum(f["turns"] for f in files)
+                reps = repeat if role == "long" else 1
+                print(f"measuring {label} ({len(files)} files, {nbytes / 1e6:.0f} MB)",
+                      file=sys.stderr, flush=True)
+                floor = best_of(reps, lambda: run_stage("floor", paths, tmp))
+                floor_s = floor.get("wall_s")
+                rows.append(row(label, "floor", floor, nbytes, nturns, floor_s))
+                rows.append(row(label, "ingest", best_of(reps, lambda: run_stage(
+                    "ingest", paths, tmp)), nbytes, nturns, floor_s))
+                inc = tmp / "incidents.json"
+                scan = best_of(reps, lambda: run_stage("scan", paths, tmp, inc))
+                rows.append(row(label, "scan", scan, nbytes, nturns, floor_s))
+                if inc.exists():
+                    all_incidents.extend(orjson.loads(inc.read_bytes()))
+                    inc.unlink()
+                if role == "long":
+                    rows.append(row(label, "report", best_of(reps, lambda: run_stage(
+                        "report", paths, tmp)), nbytes, nturns, floor_s))
+                else:
+                    for w in (1, workers):
+                        r = {"skipped": no_batch} if no_batch else run_batch(base, w, tmp)
+                        rows.append(row(label, f"batch -w{w}", r, nbytes, nturns, floor_s))
+            checks[name] = check_planted(m, all_incidents, rules) if rules else {}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {"machine": machine(), "rows": rows, "planted": checks, "rules": rules,
+            "startup": startup_small(root), "datasets": {
+                k: {"sessions": v["sessions"], "bytes": v["bytes"], "turns": v["turns"],
+                    "largest_bytes": max(f["bytes"] for f in v["files"])}
+                for k, v in data.items()}}
+
+
+def startup_small(root: Path) -> dict:
+    m = dataset(root, "small", 1, 60, 0)
+    f = next(x for x in m["files"] if x["format"] == "claude-code")
+    return startup(str(root / "small" / f["file"])) | {"small_file_bytes": f["bytes"]}
+
+
+# --- output ------------------------------------------------------------------------------------
+
+def table(result: dict) -> str:
+    lines = ["| dataset | stage | wall s | MB/s | turns/s | peak RSS MB | × floor |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for r in result["rows"]:
+        if "wall_s" not in r:
+            lines.append(f"| {r['dataset']} | {r['stage']} | – | – | – | – | {r['note']} |")
+            continue
+        ratio = f"{r['x_floor']:.2f}" if r["x_floor"] else "–"
+        rss = f"{r['peak_rss_mb']:.0f}" if r["peak_rss_mb"] else "–"
+        lines.append(f"| {r['dataset']} | {r['stage']} | {r['wall_s']:.2f} | {r['mb_s']:.0f} | "
+                     f"{r['turns_s']:,.0f} | {rss} | {ratio} |")
+    return "\n".join(lines)
+
+
+def summary(result: dict) -> str:
+    out = [table(result), ""]
+    ds = result["datasets"]
+    out.append("datasets: " + "; ".join(
+        f"{k}: {v['sessions']} sessions, {v['turns']:,} turns, {v['bytes'] / 1e6:,.0f} MB "
+        f"(largest file {v['largest_bytes'] / 1e6:.1f} MB)" for k, v in ds.items()))
+    s = result["startup"]
+    out.append(f"startup (best of 5): forensics --help {s['help_s']:.3f} s; forensics scan "
+               f"<{s['small_file_bytes'] // 1000} KB session> {s['scan_small_s']:.3f} s; "
+               f"bare python {s['python_s']:.3f} s")
+    rows = {(r["dataset"], r["stage"]): r for r in result["rows"] if "wall_s" in r}
+    for name in ds:
+        b1, bn = rows.get((name, "batch -w1")), None
+        for (d, st), r in rows.items():
+            if d == name and st.startswith("batch -w") and st != "batch -w1":
+                bn = r
+        if b1 and bn:
+            out.append(f"batch speed-up on {name}: {b1['wall_s'] / bn['wall_s']:.2f}x "
+                       f"({bn['stage'].split()[-1]}), peak RSS {b1['peak_rss_mb']:.0f} / "
+                       f"{bn['peak_rss_mb']:.0f} MB per process")
+    out.append("")
+    if not result["rules"]:
+        out.append("planted-incident check: rules not available yet")
+    for name, check in result["planted"].items():
+        parts = []
+        for rule, c in check.items():
+            parts.append(f"{rule} {c['found']}/{c['planted']} found ({c['exact']} exact anchor), "
+                         f"{c['extra']} extra")
+        out.append(f"planted check {name}: " + "; ".join(parts))
+        for rule, c in check.items():
+            for miss in c["missed"]:
+                out.append(f"    missed {rule}: {miss}")
+            for ex in c.get("extra_examples", [])[:3]:
+                out.append(f"    extra {rule}: {ex}")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small data, about a minute")
+    ap.add_argument("--data", type=Path, default=BENCH / "data", help="where generated data goes")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="best of N for the long-session stages (archives run once)")
+    ap.add_argument("--workers", type=int, default=max(2, os.cpu_count() or 2))
+    ap.add_argument("--json", type=Path, help="also write every number to this file")
+    ap.add_argument("--timeout", type=float, help="seconds before a stage is killed "
+                    "(default 120 with --quick, else 600)")
+    args = ap.parse_args(argv)
+    global TIMEOUT
+    TIMEOUT = args.timeout or (120.0 if args.quick else 600.0)
+    plan = PLANS["quick" if args.quick else "full"]
+    result = measure(plan, args.data, args.repeat, args.workers)
+    result["plan"] = "quick" if args.quick else "full"
+    print(summary(result))
+    if args.json:
+        args.json.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+
+
+if __name__ == "__main__":
+    main()

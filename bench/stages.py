@@ -1,0 +1,151 @@
+"""One benchmark stage, run in a fresh process so stages never share memory or warm caches.
+
+``bench/run.py`` starts ``python bench/stages.py STAGE FILELIST`` once per measurement and
+reads one JSON object from stdout: wall seconds of the work (imports excluded; startup is
+measured on its own), bytes and records or turns seen, and peak RSS (``VmHWM``) before and after
+the work. Stages build on each other, so each one's cost includes the ones before it:
+
+* ``floor``: read every byte and ``orjson.loads`` every record (a JSONL line, or the whole
+  document for a JSON export). Nothing else: the cost of reading the input at all.
+* ``ingest``: ``forensics.ingest.iter_sessions`` on each file, to typed turns.
+* ``scan``: ingest plus every rule (``forensics.engine.scan_session``); also writes the
+  incidents, so the run can check them against the planted ones.
+* ``report``: scan plus rendering each result as Markdown (``forensics.report``);
+  ``render_s`` is the rendering alone.
+
+A stage whose module does not exist yet prints ``{"skipped": "<why>"}``.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import time
+from pathlib import Path
+
+import orjson
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set of this process so far (VmHWM), in MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def floor(files: list[str]) -> dict:
+    nbytes = records = 0
+    loads = orjson.loads
+    for f in files:
+        with open(f, "rb") as fh:
+            if f.endswith(".jsonl"):
+                for line in fh:
+                    nbytes += len(line)
+                    if line.strip():
+                        loads(line)
+                        records += 1
+            else:
+                data = fh.read()
+                nbytes += len(data)
+                loads(data)
+                records += 1
+                del data
+    return {"bytes": nbytes, "records": records}
+
+
+def ingest(files: list[str]) -> dict:
+    from forensics.ingest import iter_sessions
+
+    sessions = turns = 0
+    for f in files:
+        for s in iter_sessions(f):
+            sessions += 1
+            turns += len(s.turns)
+    return {"sessions": sessions, "turns": turns}
+
+
+def scan(files: list[str], incidents_out: str | None = None, render=None) -> dict:
+    from forensics.engine import scan_session
+    from forensics.ingest import iter_sessions
+
+    sessions = turns = crashes = 0
+    found: list[dict] = []
+    render_s = 0.0
+    rendered = 0
+    for f in files:
+        for s in iter_sessions(f):
+            sessions += 1
+            turns += len(s.turns)
+            result = scan_session(s)
+            crashes += len(result.crashes)
+            found.extend({"session_id": i.session_id, "rule": i.rule, "code": i.code,
+                          "anchor": i.anchor, "source": i.source} for i in result.incidents)
+            if render is not None:
+                t = time.perf_counter()
+                rendered += len(render(result))
+                render_s += time.perf_counter() - t
+    if incidents_out:
+        Path(incidents_out).write_bytes(orjson.dumps(found))
+    out = {"sessions": sessions, "turns": turns, "incidents": len(found), "crashes": crashes}
+    if render is not None:
+        out |= {"render_s": render_s, "rendered_chars": rendered}
+    return out
+
+
+def renderer():
+    """The report renderer, whichever shape it has today; None when there is none yet."""
+    try:
+        import forensics.report as report
+    except ImportError:
+        return None, "forensics.report does not exist yet"
+    fn = getattr(report, "render_session", None)
+    if callable(fn):
+        return (lambda result: fn(result, fmt="markdown")), "forensics.report.render_session"
+    fn = getattr(report, "render_markdown", None)
+    if callable(fn):
+        return fn, "forensics.report.render_markdown"
+    return None, "no Markdown renderer in forensics.report yet"
+
+
+def main() -> None:
+    stage, filelist = sys.argv[1], sys.argv[2]
+    incidents_out = sys.argv[3] if len(sys.argv) > 3 else None
+    files = [f for f in Path(filelist).read_text().splitlines() if f]
+    render = None
+    try:
+        if stage in ("ingest", "scan", "report"):
+            import forensics.ingest  # noqa: F401
+        if stage in ("scan", "report"):
+            import forensics.engine  # noqa: F401
+        if stage == "report":
+            render, how = renderer()
+            if render is None:
+                print(orjson.dumps({"skipped": how}).decode())
+                return
+    except ImportError as exc:
+        print(orjson.dumps({"skipped": f"not available yet: {exc}"}).decode())
+        return
+    rss_before = peak_rss_mb()
+    gc.collect()
+    t = time.perf_counter()
+    if stage == "floor":
+        out = floor(files)
+    elif stage == "ingest":
+        out = ingest(files)
+    elif stage == "scan":
+        out = scan(files, incidents_out)
+    elif stage == "report":
+        out = scan(files, None, render) | {"renderer": how}
+    else:
+        raise SystemExit(f"unknown stage {stage!r}")
+    out["wall_s"] = time.perf_counter() - t
+    out["rss_before_mb"] = rss_before
+    out["peak_rss_mb"] = peak_rss_mb()
+    print(orjson.dumps(out).decode())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""The benchmark's generator: deterministic, readable by every reader, plants where it says.
+
+The benchmark's correctness check (every planted incident found) is only as good as the
+manifest, so these tests check the manifest against what the readers actually load.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import orjson
+import pytest
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "bench"))
+from generate import FORMATS, generate  # noqa: E402
+
+RULES = {"empty-response", "user-resend", "duplicate-launch", "ignored-tool-error"}
+READERS = {"opencode-export": "forensics.ingest.opencode_export",
+           "claude-code": "forensics.ingest.claude_code", "codex": "forensics.ingest.codex"}
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "a"
+    manifest = generate(list(FORMATS), 2, 150, out, seed=7)
+    return out, manifest
+
+
+def test_same_seed_writes_the_same_bytes(archive, tmp_path):
+    out, manifest = archive
+    again = generate(list(FORMATS), 2, 150, tmp_path / "b", seed=7)
+    assert again == manifest
+    for f in manifest["files"]:
+        assert (tmp_path / "b" / f["file"]).read_bytes() == (out / f["file"]).read_bytes()
+    other = generate(list(FORMATS), 2, 150, tmp_path / "c", seed=8)
+    assert [f["session_id"] for f in other["files"]] != [f["session_id"] for f in
+                                                          manifest["files"]]
+
+
+def test_manifest_lists_every_file_with_its_size(archive):
+    out, manifest = archive
+    assert manifest["sessions"] == 6
+    assert sorted(f["format"] for f in manifest["files"]) == sorted(list(FORMATS) * 2)
+    for f in manifest["files"]:
+        assert (out / f["file"]).stat().st_size == f["bytes"]
+    on_disk = orjson.loads((out / "planted.json").read_bytes())
+    assert on_disk["planted"] == manifest["planted"]
+
+
+def test_every_session_plants_every_rule(archive):
+    _, manifest = archive
+    for f in manifest["files"]:
+        mine = [p for p in manifest["planted"] if p["session_id"] == f["session_id"]]
+        assert {p["rule"] for p in mine} == RULES
+        for p in mine:
+            assert p["file"] == f["file"]
+            assert p["anchor"] in p["block"]
+        # Each re-send follows an empty reply, recorded as its own empty-response plant.
+        resends = sum(p["rule"] == "user-resend" for p in mine)
+        empties = sum(p["rule"] == "empty-response" for p in mine)
+        assert empties == 2 * resends
+
+
+def test_long_session_gets_one_plant_set_per_thousand_turns(tmp_path):
+    m = generate(["claude-code"], 1, 3000, tmp_path, seed=3)
+    (f,) = m["files"]
+    assert 3000 <= f["turns"] <= 3300
+    rules = [p["rule"] for p in m["planted"]]
+    assert rules.count("duplicate-launch") == 3
+    assert rules.count("ignored-tool-error") == 3
+    assert rules.count("empty-response") == 6
+
+
+def test_target_mb_adds_sessions_until_reached(tmp_path):
+    m = generate(["codex"], 1, 60, tmp_path, seed=3, target_mb=0.5)
+    assert m["bytes"] >= 500_000
+    assert m["sessions"] > 1
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_reader_loads_generated_sessions_and_finds_the_anchors(archive, fmt):
+    if importlib.util.find_spec(READERS[fmt]) is None:
+        pytest.skip(f"{READERS[fmt]} not there yet")
+    from forensics.ingest import load
+
+    out, manifest = archive
+    for f in (x for x in manifest["files"] if x["format"] == fmt):
+        (session,) = load(out / f["file"])
+        assert session.id == f["session_id"]
+        assert session.format == fmt
+        assert session.issues == []
+        for p in (x for x in manifest["planted"] if x["session_id"] == f["session_id"]):
+            turn = session.by_anchor(p["anchor"])
+            assert turn is not None, p
+            if p["rule"] == "user-resend":
+                assert turn.kind == "user"
+            elif p["rule"] == "duplicate-launch":
+                assert any("uvicorn" in (c.command or "") for c in turn.tool_calls)
+            elif p["rule"] == "ignored-tool-error":
+                (call,) = turn.tool_calls
+                assert call.command == "npm run build"
+                assert session.result_for(call).exit_code == 2
+            elif fmt != "codex":  # Codex has no assistant line for an empty turn
+                assert turn.kind == "assistant"
+                assert not turn.visible
