@@ -259,3 +259,26 @@ def test_user_word_signal_needs_an_alive_launch_and_no_relaunch_request() -> Non
     s.user("ok it's running now")
     (launch,) = s.launches()
     assert [(x.kind, x.text) for x in launch.signals] == [("user", "ok it's running now")]
+
+
+SHELLISH = st.lists(st.sampled_from(
+    list("ab1 -=&;|>'\"$()\n\\:") + ["kill ", "pkill -f ", "npm run dev", "uvicorn", "nohup ",
+                                     "lsof -ti:", "curl localhost:", "PID: ", "docker ",
+                                     "compose up -d", "tmux new -d", "EADDRINUSE", "Killed"]),
+    max_size=20).map("".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(SHELLISH, SHELLISH, st.booleans(), st.sampled_from([None, 0, 1])),
+                max_size=6))
+def test_tracking_never_raises_and_states_are_ordered(steps) -> None:
+    s = _Script()
+    for command, output, background, code in steps:
+        s.bash(command, output, background=background, exit_code=code)
+    for launch in s.launches():
+        clocks = [c.clock for c in launch.changes]
+        assert clocks == sorted(clocks)
+        assert 1 <= launch.turn <= len(s.turns)
+    findings = list(registry()["FX002"].run(Session(id="s", agent="opencode", format="case",
+                                                    source="t", turns=s.turns)))
+    assert all(1 <= f.turn <= len(s.turns) for f in findings)
