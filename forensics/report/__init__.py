@@ -105,7 +105,10 @@ def write_reports(results: Sequence[ScanResult], out_dir: Path | str, *,
                   redact: bool = True) -> list[Path]:
     """Per session a folder with ``index.md``/``index.html``, ``timeline.svg`` and one Markdown
     and one HTML file per incident (``FX001-<anchor>``); a top-level index when several sessions.
-    Returns the written paths in order."""
+
+    Returns the written paths in a fixed order that callers may rely on (``forensics.cases``
+    does): per session ``timeline.svg``, ``index.md``, ``index.html``, then for each incident in
+    turn order its ``.md`` and ``.html``; the top-level ``index.md``/``index.html`` last."""
     from forensics.report.render import render
 
     out = Path(out_dir)
