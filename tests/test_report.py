@@ -416,3 +416,16 @@ def test_any_user_text_is_escaped(text: str) -> None:
 def test_redact_is_idempotent(text: str) -> None:
     once = redact(text)
     assert redact(once) == once
+
+
+def test_write_reports_order_is_a_contract(tmp_path: Path) -> None:
+    """forensics.cases links batch incidents to pages by this order: keep it."""
+    result = RESULTS["relaunch-after-ready"]
+    written = report.write_reports([result], tmp_path)
+    names = [p.name for p in written]
+    assert names[:3] == ["timeline.svg", "index.md", "index.html"]
+    per_incident = names[3:]
+    assert len(per_incident) == 2 * len(result.incidents)
+    for i, inc in enumerate(result.incidents):
+        assert per_incident[2 * i] == f"{inc.code}-{inc.anchor}.md"
+        assert per_incident[2 * i + 1] == f"{inc.code}-{inc.anchor}.html"
