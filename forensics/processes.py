@@ -466,7 +466,7 @@ def strip_command(text: str) -> tuple[list[str], dict[str, str], dict[str, Any]]
                 i += 1
                 continue
             if tok in _WRAPPERS:
-                notes["detached"] |= tok in ("nohup", "setsid", "disown")
+                notes["detached"] |= tok in ("setsid", "disown")  # nohup shares the process group
                 i += 1
                 while i < len(tokens) and tokens[i].startswith("-") and tok in ("setsid", "stdbuf"):
                     i += 1
