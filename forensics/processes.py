@@ -442,7 +442,7 @@ def _tokens(text: str) -> tuple[list[str], bool]:
 def strip_command(text: str) -> tuple[list[str], dict[str, str], dict[str, Any]]:
     """Tokens of a launch with env prefixes, wrappers and redirections taken off.
 
-    Returns (tokens, env assignments, notes) where notes hold ``detached`` (nohup/setsid),
+    Returns (tokens, env assignments, notes) where notes hold ``detached`` (setsid/disown: outside the process group a timeout kills),
     ``timeout`` (seconds of a ``timeout N`` wrapper) and ``logs`` (redirection targets).
     """
     tokens, _ = _tokens(text)
