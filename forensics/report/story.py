@@ -903,7 +903,7 @@ def _duplicate_launch(cs: CaseStudy, session: Session, incident: Incident) -> No
         result = session.result_for(new_call)
         if result is not None:
             lines = telling_lines(result.error or result.output, 2)
-            cs.mistake.append(S("The second launch's own result at ", ref(result), " ",
+            cs.mistake.append(S("At ", ref(result), " the relaunch's result shows it ",
                                 result_status(result),
                                 *([": ", *_joined_quotes(lines)] if lines else
                                   [" with no output"]), "."))
@@ -1161,7 +1161,10 @@ def build(session: Session, incident: Incident, spec=None,
     if chapter is not None:
         chapter(cs, session, incident)
     else:
-        cs.mistake.append(S(incident.message))
+        cs.mistake.append(S(*prose(incident.message)))
+    if isinstance(turn, AssistantTurn) and turn.visible and turn.reasoning.strip():
+        cs.mistake.insert(1, S("The assistant's reasoning in that message: ",
+                               quote(turn.reasoning, 300)))
     reaction_start = incident.turn
     if incident.rule == "user-resend":
         reaction_start = incident.turn - 1  # the resend is the reaction; tell what came of it
