@@ -299,7 +299,7 @@ class Knowledge:
 
 @dataclass
 class Pipeline:
-    """One pipeline of a script (stages joined by ``|`` stay together), and whether ``&`` ended it."""
+    """One pipeline of a script (``|`` stages stay together) and whether ``&`` ended it."""
 
     text: str
     background: bool = False
@@ -442,8 +442,9 @@ def _tokens(text: str) -> tuple[list[str], bool]:
 def strip_command(text: str) -> tuple[list[str], dict[str, str], dict[str, Any]]:
     """Tokens of a launch with env prefixes, wrappers and redirections taken off.
 
-    Returns (tokens, env assignments, notes) where notes hold ``detached`` (setsid/disown: outside the process group a timeout kills),
-    ``timeout`` (seconds of a ``timeout N`` wrapper) and ``logs`` (redirection targets).
+    Returns (tokens, env assignments, notes) where notes hold ``detached`` (setsid/disown: out
+    of the process group a harness timeout kills), ``timeout`` (seconds of a ``timeout N``
+    wrapper) and ``logs`` (redirection targets).
     """
     tokens, _ = _tokens(text)
     env: dict[str, str] = {}
@@ -627,7 +628,7 @@ class Tracker:
         self.code_polls: dict[str, list[Launch]] = {}
         """Codex code-mode cells that poll a session (``tools.write_stdin``), by call id."""
         self._last_time: float | None = None
-        self._last_user_check_done: set[int] = set()
+        self._user_seen_after: set[int] = set()
 
     # -- walking ---------------------------------------------------------------------------
 
@@ -910,7 +911,7 @@ class Tracker:
             if launch.state is State.ENDED:
                 continue
             if any(p.search(out) for p in k.background_ids):
-                self._read_log(launch, out, clock, res.ordinal, own=False, running=True)
+                self._read_log(launch, out, clock, res.ordinal, running=True)
             else:
                 launch.end(clock, "exit", f"its session no longer ran at {res.anchor}",
                            res.ordinal)
@@ -977,7 +978,7 @@ class Tracker:
             launch.end(clock, "timeout", "the harness killed its process group at the timeout",
                        res.ordinal)
             return
-        self._read_log(launch, out, clock, res.ordinal, own=True)
+        self._read_log(launch, out, clock, res.ordinal)
 
     def _poll(self, launch: Launch, res: ToolResultTurn, out: str, clock: Clock) -> None:
         """BashOutput / TaskOutput / write_stdin on a launch's handle."""
@@ -999,9 +1000,9 @@ class Tracker:
                        res.ordinal)
             return
         running = word == "running" or "Process running with session ID" in out
-        self._read_log(launch, out, clock, res.ordinal, own=False, running=running)
+        self._read_log(launch, out, clock, res.ordinal, running=running)
 
-    def _read_log(self, launch: Launch, out: str, clock: Clock, ordinal: int, own: bool,
+    def _read_log(self, launch: Launch, out: str, clock: Clock, ordinal: int,
                   running: bool = False) -> None:
         """What the launch's own output or log says; ``running``: the harness says it still is."""
         k = self.k
@@ -1038,7 +1039,7 @@ class Tracker:
                                             script):
                 for launch in launches:
                     if launch.state is State.ALIVE and launch.result is not None:
-                        self._read_log(launch, out, clock, res.ordinal, own=False)
+                        self._read_log(launch, out, clock, res.ordinal)
         for health_clock, port in self.health_calls.get(res.call_id, []):
             self._health(port, res, out, health_clock)
         if re.search(r"\b(?:lsof|pgrep|ps|ss|netstat)\b", script):
@@ -1100,9 +1101,9 @@ class Tracker:
         short = len(text) <= 40 and len(text.split()) <= 6 and not question
         clock = (turn.ordinal, 0, 0)
         for launch in self.launches:
-            first = launch.seq not in self._last_user_check_done and launch.result is not None
+            first = launch.seq not in self._user_seen_after and launch.result is not None
             if launch.result is not None:
-                self._last_user_check_done.add(launch.seq)
+                self._user_seen_after.add(launch.seq)
             if launch.state is not State.ALIVE or asks or fails:
                 continue
             if says_up or (first and short and text):
