@@ -834,10 +834,12 @@ class Tracker:
                     hit.extend(l for l in script_launches if l.background)
                 elif kind_ == "port":
                     hit.extend(l for l in alive if l.port == value)
+                    how = "port"
                 elif "lsof" in ref or "lsof" in target:
                     m = re.search(r":(\d{2,5})", target)
                     if m:
                         hit.extend(l for l in alive if l.port == int(m.group(1)))
+                        how = "port"
             if "$(" in target and "lsof" in target and not hit:
                 m = re.search(r":(\d{2,5})", target)
                 if m:
@@ -864,10 +866,8 @@ class Tracker:
                 if kind == "pattern":
                     hay = " ".join(toks)
                     ok = bool(rx.search(hay)) or bool(rx.search(l.command))
-                else:
-                    ok = prog == pattern.lower() or prog.startswith(pattern.lower()[:15]) \
-                        and len(pattern) >= 15
-                    ok = ok or pattern.lower() in (prog, prog.rstrip("0123456789."))
+                else:  # pkill NAME / killall NAME: the process name, as pkill matches it
+                    ok = bool(_compile(pattern, re.I).search(prog))
                 if not ok and prog in ("npm", "pnpm", "yarn", "bun", "npx", "node"):
                     word = pattern.lower()
                     ok = any(re.search(rf"(?<![\w-]){re.escape(c)}(?![\w-])", word)
