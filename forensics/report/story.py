@@ -377,7 +377,8 @@ def _label(session: Session, turn: Turn) -> str | None:
         if not turn.visible:
             return "empty reply"
         if turn.tool_calls:
-            return None
+            results = [session.result_for(c) for c in turn.tool_calls]
+            return "call" if any(r is not None and result_failed(r) for r in results) else None
         return "reply"
     if isinstance(turn, ToolResultTurn):
         if turn.aborted:
@@ -680,8 +681,11 @@ def reaction_section(cs: CaseStudy, session: Session, incident: Incident, start:
                              *gist(_user_words(user), 300)))
     after = next_reply(session, user.ordinal)
     if after:
-        cs.reaction.append(S("What the assistant did with ", "the re-sent message:"
-                             if user.ordinal == incident.turn else "that message:"))
+        what = "that message:"
+        if user.ordinal == incident.turn:
+            first = _same_as_earlier(session, user)
+            what = "the re-sent message:" if first is not None else "the request to try again:"
+        cs.reaction.append(S("What the assistant did with ", what))
         cs.recovery.extend(describe_actions(session, after))
     else:
         cs.reaction.append(S("The transcript shows no assistant reply after that message."))
@@ -1004,8 +1008,8 @@ def _user_resend(cs: CaseStudy, session: Session, incident: Incident) -> None:
             elif t.aborted:
                 cs.mistake.append(S("The reply in between, at ", ref(t), ", was aborted."))
             elif not t.visible:
-                cs.mistake.append(S("The assistant's reply to ", ref(earlier) if earlier else
-                                    "it", ", at ", ref(t), ", showed the user nothing",
+                cs.mistake.append(S("The assistant's final reply to ", ref(earlier) if earlier
+                                    else "it", ", at ", ref(t), ", showed the user nothing",
                                     " (it held reasoning only)" if t.reasoning.strip() else "",
                                     "."))
             else:
