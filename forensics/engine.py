@@ -60,7 +60,12 @@ def scan_sessions(sessions: Iterable[Session], config: Config | None = None) -> 
 
 def to_incident(spec: RuleSpec, session: Session, finding: Finding) -> Incident:
     turns = session.turns
-    evidence = [turns[o - 1].anchor for o in finding.evidence if 0 < o <= len(turns)]
+    evidence: list[str] = []
+    for o in finding.evidence:
+        anchor = turns[o - 1].anchor if 0 < o <= len(turns) else None
+        # opencode keeps a call and its result in one message: name each message once
+        if anchor and anchor != finding.anchor and anchor not in evidence:
+            evidence.append(anchor)
     return Incident(
         rule=spec.slug,
         code=spec.code,

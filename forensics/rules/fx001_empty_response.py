@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 
 from forensics.findings import Finding
@@ -101,8 +102,11 @@ def _user_wrote_next(session: Session, ordinal: int) -> UserTurn | None:
     return None
 
 
+_DEATH = re.compile(r"\bKilled\b|Segmentation fault|core dumped|OOMKilled")
+
+
 def _result_status(result: ToolResultTurn) -> str:
-    if result.killed:
+    if result.killed or _DEATH.search(result.output):
         return "killed"
     if result.timed_out:
         return "timed out"
