@@ -107,6 +107,8 @@ class Launch:
     """The port the command asked for (or the tool's default), before any output moved it."""
     conflict: bool = False
     """Its own output showed the port was already taken."""
+    conflict_port: int | None = None
+    """The port its output said was taken (``Bind for 0.0.0.0:5432 failed``, ``:::3000``)."""
     moved: bool = False
     """Its port was taken and it came up on another one (Next.js, Vite): two servers now run."""
     killed_at_once: bool = False
@@ -228,6 +230,7 @@ class Knowledge:
     job_end_notifications: list[re.Pattern[str]]
     pid_patterns: list[re.Pattern[str]]
     conflict: re.Pattern[str] | None
+    conflict_ports: list[re.Pattern[str]]
     crash: re.Pattern[str] | None
     up: re.Pattern[str] | None
     health_ok: re.Pattern[str] | None
@@ -275,6 +278,7 @@ class Knowledge:
             job_end_notifications=[_compile(p) for p in params["job_end_notifications"]],
             pid_patterns=[_compile(p) for p in params["pid_patterns"]],
             conflict=_union(params["port_conflict_patterns"]),
+            conflict_ports=[_compile(p) for p in params["conflict_port_patterns"]],
             crash=_union(params["crash_patterns"]),
             up=_union(params["up_patterns"]),
             health_ok=_union(params["health_ok_patterns"]),
@@ -953,6 +957,8 @@ class Tracker:
                 launch.port = int(m.group(1))
                 launch.port_explicit = True
         conflict = bool(k.conflict and k.conflict.search(out))
+        if conflict:
+            self._conflict_port(launch, out)
         if conflict and not _moved_port(out, k):
             launch.conflict = True
             launch.end(clock, "conflict", f"its port was already taken ({res.anchor})",
@@ -980,6 +986,16 @@ class Tracker:
             return
         self._read_log(launch, out, clock, res.ordinal)
 
+    def _conflict_port(self, launch: Launch, out: str) -> None:
+        """Note which port the output says was taken; it is the port the launch tried."""
+        for pat in self.k.conflict_ports:
+            m = pat.search(out)
+            if m:
+                launch.conflict_port = int(m.group(1))
+                if launch.port is None:
+                    launch.port = launch.conflict_port
+                return
+
     def _poll(self, launch: Launch, res: ToolResultTurn, out: str, clock: Clock) -> None:
         """BashOutput / TaskOutput / write_stdin on a launch's handle."""
         status = re.search(r"<status>(\w+)</status>|\"status\":\s*\"(\w+)\"", out)
@@ -988,6 +1004,7 @@ class Tracker:
         if self.k.conflict and self.k.conflict.search(out):
             launch.conflict = True
             launch.moved = _moved_port(out, self.k)
+            self._conflict_port(launch, out)
         for pat in self.k.background_ids:
             for m in pat.finditer(out):
                 launch.handles.add(m.group(1))
@@ -1010,6 +1027,7 @@ class Tracker:
             return
         if k.conflict and k.conflict.search(out) and not running:
             launch.conflict = True
+            self._conflict_port(launch, out)
             if _moved_port(out, k):
                 launch.moved = True
             else:

@@ -282,3 +282,13 @@ def test_tracking_never_raises_and_states_are_ordered(steps) -> None:
     findings = list(registry()["FX002"].run(Session(id="s", agent="opencode", format="case",
                                                     source="t", turns=s.turns)))
     assert all(1 <= f.turn <= len(s.turns) for f in findings)
+
+
+def test_a_conflict_names_the_port_a_launch_without_one_tried() -> None:
+    s = _Script()
+    s.bash("npm run dev", "Error: listen EADDRINUSE: address already in use :::3000", exit_code=1)
+    s.bash("docker compose up -d", "Bind for 0.0.0.0:5432 failed: port is already allocated",
+           exit_code=1)
+    npm, compose = s.launches()
+    assert (npm.port, npm.conflict_port, npm.changes[0].kind) == (3000, 3000, "conflict")
+    assert (compose.port, compose.conflict, compose.reconciling) == (5432, True, True)
