@@ -641,7 +641,8 @@ def describe_actions(session: Session, turns: Sequence[Turn], limit: int = 3) ->
                     if lines:
                         outcome += [": ", quote(lines[0], 160)]
                 out.append(S(ref(turn), ": it ran ", code(shorten(
-                    call.command or f"{call.name} {summarize_call(call)}", 200)), *outcome, "."))
+                    strip_env(call.command) if call.command
+                    else f"{call.name} {summarize_call(call)}", 200)), *outcome, "."))
             if turn.text.strip() and not turn.tool_calls:
                 out.append(S(ref(turn), ": it replied ", quote(opening(turn.text), 320)))
             elif not turn.visible:
@@ -819,10 +820,19 @@ def _empty_response(cs: CaseStudy, session: Session, incident: Incident) -> None
         cmd = pair[1].command if pair else None
         lines = telling_lines(failed.error or failed.output, 2)
         status = result_status(failed)
+        holder = pair[0] if pair else None
+        if cmd and holder is not None and launches(cmd, pair[1]):
+            what: list[Piece | str] = ["the ", code(program(cmd)), " launch at ", ref(holder)]
+        elif cmd:
+            what = [code(shorten(strip_env(cmd), 160))]
+        else:
+            what = [failed.name or "a tool call"]
         cs.mistake.append(S(
-            "It came right after the result of ",
-            code(shorten(cmd, 160)) if cmd else (failed.name or "a tool call"),
-            f" at ", ref(failed), f", which {status}",
+            "It came right after the result of ", *what,
+            *([" (result at ", ref(failed), ")"] if holder is not None and
+              holder.ordinal != failed.ordinal and launches(cmd, pair[1]) else
+              [" at ", ref(failed)]),
+            f", which {status}",
             *([": ", *_joined_quotes(lines)] if lines and result_failed(failed) else []), "."))
         if result_failed(failed):
             cs.mistake.append(S("Instead of saying what failed and what it would do next, the "
@@ -966,8 +976,12 @@ def _ignored_tool_error(cs: CaseStudy, session: Session, incident: Incident) -> 
             failed.append((pair[1], turn))
     for call, result in failed[:2]:
         lines = telling_lines(result.error or result.output, 3)
-        cs.mistake.append(S("The call ", code(shorten(call.command or
-                                                      f"{call.name} {summarize_call(call)}", 200)),
+        named: list[Piece | str] = (
+            ["The ", code(program(call.command)), " launch"]
+            if call.command and launches(call.command, call) else
+            ["The call ", code(shorten(strip_env(call.command) if call.command
+                                       else f"{call.name} {summarize_call(call)}", 200))])
+        cs.mistake.append(S(*named,
                             " at ", ref(turn), f" {result_status(result)}",
                             *([": ", *_joined_quotes(lines)] if lines else []), "."))
     later = [session.turns[o - 1] for o in incident.evidence_turns if o > incident.turn]
