@@ -1,0 +1,244 @@
+"""The rule registry, configuration and engine: joins refused, overrides checked, crashes isolated.
+
+Property tests build random sessions straight from the turn model and check what every rule must
+hold on any input: determinism, anchors that point at real turns, evidence inside the session.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from forensics import rules as rules_pkg
+from forensics.config import config_from_dict, load_config
+from forensics.engine import scan_session
+from forensics.errors import ConfigError, RuleError
+from forensics.findings import Finding
+from forensics.model import (
+    AssistantTurn,
+    EventTurn,
+    ProviderError,
+    Session,
+    ToolCall,
+    ToolResultTurn,
+    UserTurn,
+)
+from forensics.resources import rules_dir
+from forensics.rules import _load_spec, registry, resolve
+
+# -- registry ---------------------------------------------------------------------------------
+
+
+def test_every_rule_file_is_joined_to_its_code() -> None:
+    specs = registry()
+    assert [s.code for s in specs.values()] == ["FX001", "FX002", "FX003", "FX004"]
+    assert [s.slug for s in specs.values()] == [
+        "empty-response", "duplicate-launch", "ignored-tool-error", "user-resend"]
+    for spec in specs.values():
+        assert Path(spec.path).name == f"{spec.code}-{spec.slug}.toml"
+        params = inspect.signature(spec.func).parameters
+        keyword = {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY}
+        assert keyword == set(spec.params)
+        assert spec.title and spec.summary and spec.rationale and spec.remediation
+        assert spec.falsepositives, f"{spec.code} lists no false positives"
+
+
+def _write_rule(tmp_path: Path, name: str, body: str) -> Path:
+    path = tmp_path / name
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+def _dummy(session: Session, *, threshold: int):
+    yield from ()
+
+
+def test_registry_refuses_wrong_file_name(tmp_path: Path) -> None:
+    path = _write_rule(tmp_path, "FX001-wrong.toml",
+                       'id="FX001"\nslug="empty-response"\ntitle="t"\nseverity="high"\n'
+                       'summary="s"\n[params]\nthreshold=1\n')
+    with pytest.raises(RuleError, match="file name must be FX001-empty-response.toml"):
+        _load_spec(path, _dummy)
+
+
+def test_registry_refuses_params_that_differ_from_the_function(tmp_path: Path) -> None:
+    path = _write_rule(tmp_path, "FX009-x.toml",
+                       'id="FX009"\nslug="x"\ntitle="t"\nseverity="high"\nsummary="s"\n'
+                       '[params]\nthreshhold=1\n')
+    with pytest.raises(RuleError, match="differ from"):
+        _load_spec(path, _dummy)
+
+
+def test_registry_refuses_a_file_without_code(tmp_path: Path) -> None:
+    path = _write_rule(tmp_path, "FX009-x.toml",
+                       'id="FX009"\nslug="x"\ntitle="t"\nseverity="high"\nsummary="s"\n')
+    with pytest.raises(RuleError, match="no implementation"):
+        _load_spec(path, None)
+
+
+def test_registry_refuses_code_without_a_file(monkeypatch) -> None:
+    registry.cache_clear()
+    monkeypatch.setitem(rules_pkg._IMPLEMENTATIONS, "FX999", _dummy)
+    try:
+        with pytest.raises(RuleError, match="FX999"):
+            registry()
+    finally:
+        monkeypatch.delitem(rules_pkg._IMPLEMENTATIONS, "FX999")
+        registry.cache_clear()
+    assert "FX001" in registry()
+
+
+def test_rule_files_ship_with_the_code() -> None:
+    names = sorted(p.name for p in rules_dir().glob("FX*.toml"))
+    assert names == ["FX001-empty-response.toml", "FX002-duplicate-launch.toml",
+                     "FX003-ignored-tool-error.toml", "FX004-user-resend.toml"]
+
+
+@pytest.mark.parametrize("name, codes", [
+    ("FX003", ["FX003"]), ("user-resend", ["FX004"]), ("FX", ["FX001", "FX002", "FX003", "FX004"]),
+    ("ALL", ["FX001", "FX002", "FX003", "FX004"]),
+])
+def test_selection_by_code_prefix_or_slug(name: str, codes: list[str]) -> None:
+    assert [s.code for s in resolve([name])] == codes
+
+
+def test_unknown_rule_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="unknown rule 'FX042'"):
+        resolve(["FX042"])
+
+
+# -- configuration ----------------------------------------------------------------------------
+
+
+def test_config_overrides_and_extends_params() -> None:
+    cfg = config_from_dict({
+        "ignore": ["user-resend"],
+        "rules": {"user-resend": {"similarity": 0.8},
+                  "FX003": {"extend-probe_commands": ["my-probe"]}},
+    })
+    assert [s.code for s in cfg.rules()] == ["FX001", "FX002", "FX003"]
+    spec4, spec3 = registry()["FX004"], registry()["FX003"]
+    assert cfg.params_for(spec4)["similarity"] == 0.8
+    assert cfg.params_for(spec3)["probe_commands"][-1] == "my-probe"
+    assert len(cfg.params_for(spec3)["probe_commands"]) == len(spec3.params["probe_commands"]) + 1
+    assert spec3.params["probe_commands"][-1] != "my-probe", "the rule file's value is untouched"
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"rules": {"user-resend": {"similarty": 0.8}}}, "no parameter 'similarty'"),
+    ({"rules": {"user-resend": {"similarity": "high"}}}, "must be float"),
+    ({"rules": {"no-such-rule": {}}}, "names no rule"),
+    ({"selct": ["FX001"]}, "unknown key"),
+    ({"select": "FX001"}, "must be a list"),
+    ({"rules": {"FX003": {"extend-probe_commands": "x"}}}, "extends lists and tables only"),
+])
+def test_config_errors_name_the_problem(data: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        config_from_dict(data, source="forensics.toml")
+
+
+def test_config_from_pyproject(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname="x"\n[tool.forensics]\nselect=["FX001"]\n', encoding="utf-8")
+    cfg = load_config(tmp_path / "pyproject.toml")
+    assert [s.code for s in cfg.rules()] == ["FX001"]
+
+
+def test_bad_toml_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "forensics.toml"
+    path.write_text("select = [", encoding="utf-8")
+    with pytest.raises(ConfigError, match="forensics.toml"):
+        load_config(path)
+
+
+# -- engine -----------------------------------------------------------------------------------
+
+
+def _session(turns) -> Session:
+    for i, t in enumerate(turns, 1):
+        t.ordinal = i
+    return Session(id="s", agent="opencode", format="case", source="mem", turns=turns)
+
+
+def test_a_crashing_rule_is_reported_and_the_others_still_run(monkeypatch) -> None:
+    session = _session([UserTurn(ordinal=0, anchor="u1", text="hi"),
+                        AssistantTurn(ordinal=0, anchor="a1", text="")])
+    spec = registry()["FX004"]
+
+    def boom(session, **params):
+        raise ValueError("secret-token-in-a-local")
+
+    monkeypatch.setattr(type(spec), "run", lambda self, s, p=None: boom(s) if self.code ==
+                        "FX004" else self.func(s, **(p if p is not None else self.params)))
+    result = scan_session(session)
+    assert [i.rule for i in result.incidents] == ["empty-response"]
+    assert [c.code for c in result.crashes] == ["FX004"]
+    assert "ValueError" in result.crashes[0].error
+    assert "secret-token" not in result.crashes[0].error, "no locals or messages leak"
+
+
+# -- properties over random sessions ------------------------------------------------------------
+
+commands = st.sampled_from([
+    "npm run dev", "nohup python -m http.server 8000 &", "pytest -q", "grep -r x .",
+    "kill 1234", "pkill -f http.server", "curl -s localhost:8000/health", "vite", "ls /nope",
+    "docker compose up -d", "uvicorn app:app --port 8001", "cargo build",
+])
+texts = st.sampled_from(["", " ", "(no content)", "done", "All tests pass ✅", "retry", "继续",
+                         "it failed", "Ready.", "run the tests please", "npm run dev"])
+
+
+@st.composite
+def sessions(draw) -> Session:
+    turns = []
+    open_calls: list[ToolCall] = []
+    for i in range(draw(st.integers(0, 25))):
+        kind = draw(st.sampled_from(["user", "assistant", "result", "event"]))
+        anchor = f"t{i}"
+        if kind == "user":
+            turns.append(UserTurn(ordinal=0, anchor=anchor, text=draw(texts),
+                                  queued=draw(st.booleans())))
+        elif kind == "assistant":
+            calls = [ToolCall(call_id=f"c{i}_{j}", name="bash", command=draw(commands),
+                              input={}, anchor=anchor)
+                     for j in range(draw(st.integers(0, 2)))]
+            open_calls.extend(calls)
+            error = ProviderError(name="APIError") if draw(st.booleans()) and not calls else None
+            turns.append(AssistantTurn(ordinal=0, anchor=anchor, text=draw(texts),
+                                       reasoning=draw(texts), tool_calls=calls,
+                                       aborted=draw(st.booleans()) and not calls, error=error))
+        elif kind == "result" and open_calls:
+            call = open_calls.pop(0)
+            turns.append(ToolResultTurn(
+                ordinal=0, anchor=call.anchor, call_id=call.call_id, name="bash",
+                output=draw(st.sampled_from(["", "Killed", "EADDRINUSE", "ok", "Traceback"])),
+                exit_code=draw(st.sampled_from([None, 0, 1, 137])),
+                is_error=draw(st.booleans()), timed_out=draw(st.booleans())))
+        else:
+            turns.append(EventTurn(ordinal=0, anchor=anchor, event=draw(st.sampled_from(
+                ["abort", "interrupt", "api_error", "compaction", "turn_complete",
+                 "notification"]))))
+    return _session(turns)
+
+
+@settings(max_examples=150, deadline=None)
+@given(sessions())
+def test_rules_are_deterministic_and_anchor_real_turns(session: Session) -> None:
+    first = scan_session(session)
+    again = scan_session(session.model_copy(deep=True))
+    assert not first.crashes, [str(c) for c in first.crashes]
+    assert [i.model_dump() for i in first.incidents] == [i.model_dump() for i in again.incidents]
+    for incident in first.incidents:
+        assert 1 <= incident.turn <= len(session.turns)
+        assert session.turn(incident.turn).anchor == incident.anchor
+        assert all(1 <= o <= len(session.turns) for o in incident.evidence_turns)
+        assert incident.severity in ("high", "medium", "low") and incident.severity_reason
+
+
+def test_finding_fields_are_required() -> None:
+    with pytest.raises(Exception):
+        Finding(turn=1, anchor="a", severity="urgent", severity_reason="", message="")
