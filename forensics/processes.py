@@ -232,6 +232,7 @@ class Knowledge:
     conflict: re.Pattern[str] | None
     conflict_ports: list[re.Pattern[str]]
     crash: re.Pattern[str] | None
+    killed: re.Pattern[str] | None
     up: re.Pattern[str] | None
     health_ok: re.Pattern[str] | None
     health: re.Pattern[str] | None
@@ -280,6 +281,7 @@ class Knowledge:
             conflict=_union(params["port_conflict_patterns"]),
             conflict_ports=[_compile(p) for p in params["conflict_port_patterns"]],
             crash=_union(params["crash_patterns"]),
+            killed=_union(params["killed_patterns"]),
             up=_union(params["up_patterns"]),
             health_ok=_union(params["health_ok_patterns"]),
             health=_compile(params["health_check_commands"]) if params["health_check_commands"]
@@ -966,7 +968,7 @@ class Tracker:
             return
         if conflict:
             launch.conflict = launch.moved = True
-        if res.killed and not res.timed_out:
+        if (res.killed or (k.killed and k.killed.search(out))) and not res.timed_out:
             launch.killed_at_once = True
             launch.end(clock, "killed", "it was killed at once", res.ordinal)
             return

@@ -47,6 +47,7 @@ def duplicate_launch(
     port_conflict_patterns: list[str],
     conflict_port_patterns: list[str],
     crash_patterns: list[str],
+    killed_patterns: list[str],
     up_patterns: list[str],
     health_ok_patterns: list[str],
     health_check_commands: str,
@@ -67,7 +68,7 @@ def duplicate_launch(
         output_file_patterns=output_file_patterns, job_end_notifications=job_end_notifications,
         pid_patterns=pid_patterns, port_conflict_patterns=port_conflict_patterns,
         conflict_port_patterns=conflict_port_patterns,
-        crash_patterns=crash_patterns, up_patterns=up_patterns,
+        crash_patterns=crash_patterns, killed_patterns=killed_patterns, up_patterns=up_patterns,
         health_ok_patterns=health_ok_patterns,
         health_check_commands=health_check_commands, down_patterns=down_patterns,
         user_up_words=user_up_words, relaunch_request_words=relaunch_request_words,
@@ -162,34 +163,36 @@ def _finding(session: Session, later: Launch, first: Launch, *, resumed: bool) -
                        message=f"Relaunched {command}{port} while {where} may still have been "
                                f"up: {tail}.",
                        evidence=sorted(evidence))
-    clauses: list[str] = []
+    clauses: list[str] = []  # what the message adds after "was still up"
+    reasons: list[str] = []  # why the severity is high
     if later.conflict:
-        severity, reason = "high", "the relaunch's output shows the port was already taken"
+        reasons.append("the relaunch's output shows the port was already taken")
         if later.moved and later.port and later.port != first.port:
             clauses.append(f"its port was taken, so it came up on {later.port}: two copies now run")
         else:
             clauses.append("the relaunch reported its port already in use")
-    elif later.killed_at_once:
-        severity, reason = "high", "the relaunch was killed at once"
+    if later.killed_at_once:
+        reasons.append("the relaunch was killed at once")
         clauses.append("the relaunch was killed at once")
+    if user:
+        reasons.append(f"the user had said it was up (\"{user.text}\")")
+        clauses.append(f"the user had said \"{user.text}\"")
+    elif health:
+        reasons.append(f"a health check had answered ({health.text})")
+        clauses.append(f"a health check had answered ({health.text})")
+    elif ready:
+        reasons.append(f"its own output said it was up ({ready.text})")
+        clauses.append(f"its output had said it was up ({ready.text})")
+    if later.conflict or later.killed_at_once:
+        severity, reason = "high", "; ".join(reasons)
     elif first.weak or later.weak:
         severity = "low"
         reason = ("a second window of the same app with nothing closing the first; the user may "
                   "have closed it unseen")
-    elif user or health or ready:
-        severity = "high"
-        if user:
-            reason = f"the user had said it was up (\"{user.text}\")"
-        elif health:
-            reason = f"a health check had answered ({health.text})"
-        else:
-            reason = f"its own output said it was up ({ready.text})"
+    elif reasons:
+        severity, reason = "high", "; ".join(reasons)
     else:
         severity, reason = "medium", "nothing in the transcript ended the earlier launch"
-    if severity == "high" and (user or health or ready) and not clauses:
-        clauses.append(reason)
-    elif user and severity == "high":
-        clauses.append(f"the user had said \"{user.text}\"")
     revived = next((c for c in first.changes if c.kind == "revived" and c.clock < later.clock),
                    None)
     if revived:
@@ -198,7 +201,12 @@ def _finding(session: Session, later: Launch, first: Launch, *, resumed: bool) -
     if clauses:
         message += "; " + "; ".join(clauses)
     return Finding(turn=later.turn, anchor=later.anchor, severity=severity,
-                   severity_reason=reason, message=message + ".", evidence=sorted(evidence))
+                   severity_reason=reason, message=_sentence(message), evidence=sorted(evidence))
+
+
+def _sentence(text: str) -> str:
+    """End with one full stop, also after a quoted ``"Ready."``."""
+    return text if text.endswith((".", '."', '!"', '?"', "。\"", "。")) else text + "."
 
 
 def _code(command: str, width: int = 100) -> str:
