@@ -617,11 +617,12 @@ def test_arbitrary_bytes_raise_only_forensics_errors(data: bytes, fmt: str | Non
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(records=st.lists(_records(CLAUDE_KEYS, CLAUDE_TYPES), min_size=1, max_size=8),
-       noise=st.lists(json_values, max_size=2))
-def test_arbitrary_claude_lines_never_crash(records: list, noise: list) -> None:
+       noise=st.lists(json_values, max_size=2), sniff=st.booleans())
+def test_arbitrary_claude_lines_never_crash(records: list, noise: list, sniff: bool) -> None:
     lines = [orjson.dumps(r) for r in records + noise]
     try:
-        sessions = read_bytes(b"\n".join(lines), source="fuzz.jsonl", format="claude-code")
+        sessions = read_bytes(b"\n".join(lines), source="fuzz.jsonl",
+                              format=None if sniff else "claude-code")
     except ForensicsError:
         return
     _roundtrip(sessions)
@@ -629,11 +630,12 @@ def test_arbitrary_claude_lines_never_crash(records: list, noise: list) -> None:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(records=st.lists(_records(CODEX_KEYS, CODEX_TYPES), min_size=1, max_size=8),
-       noise=st.lists(json_values, max_size=2))
-def test_arbitrary_codex_lines_never_crash(records: list, noise: list) -> None:
+       noise=st.lists(json_values, max_size=2), sniff=st.booleans())
+def test_arbitrary_codex_lines_never_crash(records: list, noise: list, sniff: bool) -> None:
     lines = [orjson.dumps(r) for r in records + noise]
     try:
-        sessions = read_bytes(b"\n".join(lines), source="fuzz.jsonl", format="codex")
+        sessions = read_bytes(b"\n".join(lines), source="fuzz.jsonl",
+                              format=None if sniff else "codex")
     except ForensicsError:
         return
     _roundtrip(sessions)
@@ -643,6 +645,11 @@ def test_arbitrary_codex_lines_never_crash(records: list, noise: list) -> None:
                                   "codex_exec"])
 def test_fixture_sessions_roundtrip(name: str) -> None:
     _roundtrip(load(INGEST / f"{name}.jsonl"))
+
+
+def test_sniffing_odd_type_tags_is_not_a_crash() -> None:
+    with pytest.raises(UnknownFormatError):
+        read_bytes(b'{"type": [], "sessionId": "x"}\n', source="odd.jsonl")
 
 
 def test_mutated_fixture_lines_never_crash() -> None:

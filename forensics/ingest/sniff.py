@@ -54,6 +54,8 @@ def sniff_bytes(head: bytes) -> str | None:
 
 def _sniff_record(obj: dict) -> str | None:
     kind = obj.get("type")
+    if not isinstance(kind, str):
+        kind = None  # a list or object here would make the set lookups below raise
     if "payload" in obj and kind in CODEX_TYPES:
         return "codex"
     if "sessionID" in obj and "part" in obj and kind in OPENCODE_RUN_TYPES:
