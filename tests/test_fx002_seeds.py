@@ -26,6 +26,7 @@ def test_seed_000_flags_only_the_relaunch_after_ready() -> None:
     evidence = {session.turn(o).anchor for o in findings[0].evidence}
     assert {names["launch_3"], names["ready"]} <= evidence
     assert "(port 30000)" in findings[0].message and names["launch_3"] in findings[0].message
+    assert "killed at once" in findings[0].message and '"Ready."' in findings[0].severity_reason
     flagged = {f.anchor for f in findings}
     assert names["launch_2"] not in flagged and names["launch_3"] not in flagged
 
