@@ -771,7 +771,7 @@ class Tracker:
         detach_marker = bool(k.background and k.background.search(stripped))
         background = pipe.background or detach_marker or call.background
         weak = bool(k.weak and k.weak.search(stripped)) and server is None
-        if server is None and not background and not weak:
+        if server is None and not background:
             return None
         if server is None and k.short and k.short.search(stripped):
             return None
@@ -1117,7 +1117,7 @@ class Tracker:
         asks = bool(k.relaunch_request and k.relaunch_request.search(text))
         fails = bool(k.failure and k.failure.search(text))
         says_up = bool(k.user_up and k.user_up.search(text))
-        question = text.endswith(("?", "？"))
+        question = "?" in text or "？" in text
         short = len(text) <= 40 and len(text.split()) <= 6 and not question
         clock = (turn.ordinal, 0, 0)
         for launch in self.launches:
