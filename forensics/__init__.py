@@ -6,17 +6,39 @@
 """
 
 from forensics.errors import ConfigError, ForensicsError, IngestError, UnknownFormatError
-from forensics.ingest import iter_sessions
-from forensics.model import (
-    AssistantTurn,
-    EventTurn,
-    ReadIssue,
-    Session,
-    ToolCall,
-    ToolResultTurn,
-    UserTurn,
-)
-from forensics.notebook import ScanReport, load, read_incidents, read_turns, scan
+
+# Everything else loads on first use, so `forensics --help` does not pay for pydantic or polars.
+_LAZY = {
+    "iter_sessions": "forensics.ingest",
+    "AssistantTurn": "forensics.model",
+    "EventTurn": "forensics.model",
+    "ReadIssue": "forensics.model",
+    "Session": "forensics.model",
+    "ToolCall": "forensics.model",
+    "ToolResultTurn": "forensics.model",
+    "UserTurn": "forensics.model",
+    "ScanReport": "forensics.notebook",
+    "load": "forensics.notebook",
+    "read_incidents": "forensics.notebook",
+    "read_turns": "forensics.notebook",
+    "scan": "forensics.notebook",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'forensics' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 
