@@ -129,14 +129,30 @@ class Launch:
             state: State = State.ENDED) -> None:
         self.changes.append(Change(clock, state, kind, reason, ordinal))
 
-    def equivalent(self, other: "Launch") -> bool:
-        """Same normalised command (in the same directory, when both are known), or same port."""
-        if self.port is not None and self.port == other.port:
+    @property
+    def intended_port(self) -> int | None:
+        """The port it tried to bind: the taken one it reported, else the asked-for one."""
+        return self.conflict_port or self.requested_port or self.port
+
+    def equivalent(self, later: "Launch") -> bool:
+        """Would ``later`` start this again: same port, or the same normalised command.
+
+        Same port: the port this one holds (or asked for) is the one ``later`` binds, asks for or
+        found taken. Same command: in the same directory when both are known, and not when both
+        name different ports (``PORT=3001 npm run dev`` beside ``PORT=3000 npm run dev``).
+        """
+        mine = {p for p in (self.port, self.requested_port) if p is not None}
+        theirs = {p for p in (later.port, later.requested_port, later.conflict_port)
+                  if p is not None}
+        if mine & theirs:
             return True
-        if self.normalized != other.normalized:
+        if self.normalized != later.normalized:
             return False
-        if self.cwd and other.cwd:
-            return _basename(self.cwd) == _basename(other.cwd)
+        a, b = self.intended_port, later.intended_port
+        if a is not None and b is not None and a != b:
+            return False
+        if self.cwd and later.cwd:
+            return _basename(self.cwd) == _basename(later.cwd)
         return True
 
 

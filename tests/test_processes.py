@@ -292,3 +292,18 @@ def test_a_conflict_names_the_port_a_launch_without_one_tried() -> None:
     npm, compose = s.launches()
     assert (npm.port, npm.conflict_port, npm.changes[0].kind) == (3000, 3000, "conflict")
     assert (compose.port, compose.conflict, compose.reconciling) == (5432, True, True)
+
+
+def test_equivalence_by_command_directory_and_port() -> None:
+    s = _Script()
+    s.bash("cd web && npm run dev &")
+    s.bash("cd api && npm run dev &")
+    s.bash("PORT=3001 npm run dev &")
+    s.bash("npx vite &")
+    s.bash("npm run dev", "Port 5173 is in use, trying another one...\n  Local: http://localhost:5174/")
+    web, api, port3001, vite, moved = s.launches()
+    assert not web.equivalent(api)  # same script, other project
+    assert web.equivalent(port3001)  # directory unknown on one side, no port on the other
+    assert not port3001.equivalent(moved)  # 3001 asked for vs 5173 found taken
+    assert vite.equivalent(moved)  # it tried vite's 5173 and came up on 5174
+    assert moved.port == 5174 and moved.conflict_port == 5173 and moved.moved
