@@ -199,6 +199,21 @@ def test_claude_acp_and_powershell_shells() -> None:
         ("mcp__acp__Bash", 128, False), ("PowerShell", None, False), ("mcp__acp__Bash", None, True)]
 
 
+def test_claude_sidechain_lines_in_the_parent_file_become_a_linked_session(
+        tmp_path: Path) -> None:
+    main = (INGEST / "claude_basic.jsonl").read_bytes().splitlines(keepends=True)
+    side = (INGEST / "claude_subagent.jsonl").read_bytes().splitlines(keepends=True)
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(b"".join(main[:10] + side + main[10:]))
+    parent, child = load(path)
+    [whole] = load(INGEST / "claude_basic.jsonl")
+    assert [t.anchor for t in parent.turns] == [t.anchor for t in whole.turns]
+    assert (child.id, child.parent_id) == ("agent-a3f9c2e1b7d4e6f8", parent.id)
+    assert kinds(child) == ["user", "assistant", "tool_result", "assistant"]
+    assert [t.ordinal for t in child.turns] == [1, 2, 3, 4]
+    assert child.models == ["claude-haiku-4-5-20251001"]
+
+
 # -- Codex fixtures -----------------------------------------------------------------------------
 
 
@@ -410,14 +425,18 @@ def _corpus(sub: str) -> list[Path]:
 @needs_shared
 @pytest.mark.parametrize("path", _corpus("claude") + _corpus("codex"), ids=lambda p: p.name)
 def test_corpus_file_reads_plausibly(path: Path) -> None:
-    [s] = load(path)
+    sessions = load(path)
+    s = sessions[0]
     expected = _manifest().get(f"{path.parent.name}/{path.name}")
-    counts = s.counts()
-    assert s.agent == ("claude-code" if path.parent.name == "claude" else "codex")
-    assert counts["user"] >= 1 and counts["assistant"] >= 1
+    counts = {k: sum(x.counts()[k] for x in sessions) for k in s.counts()}
+    assert all(x.agent == ("claude-code" if path.parent.name == "claude" else "codex")
+               for x in sessions)
+    assert all(x.parent_id == s.id for x in sessions[1:])
+    assert s.counts()["user"] >= 1 and s.counts()["assistant"] >= 1
     assert s.issues == [], [str(i) for i in s.issues]
-    assert [t.ordinal for t in s.turns] == list(range(1, len(s.turns) + 1))
-    assert all(t.anchor for t in s.turns)
+    for x in sessions:
+        assert [t.ordinal for t in x.turns] == list(range(1, len(x.turns) + 1))
+        assert all(t.anchor for t in x.turns)
     if expected is None:
         return
     # The manifest's columns are rough heuristics: tool calls match within a few (Codex web

@@ -15,7 +15,7 @@ One JSON object per line, tagged by ``type``. What becomes which turn:
   ``<command-name>`` lines (a ``UserTurn`` with ``command``/``arguments``), their
   ``<local-command-stdout>`` (``command``), ``<bash-input>``/``<bash-stdout>`` (``shell``),
   ``<task-notification>`` (``notification``), ``[Request interrupted by user…]`` (``interrupt``;
-  the assistant turn it cut short gets ``aborted``).
+  the assistant turn it cut short gets ``aborted``, as does a line with ``isAbortedMidStream``).
 * ``attachment`` lines: a ``queued_command`` typed by the human is a ``UserTurn(queued=True)``;
   a queued ``<task-notification>`` is a ``notification``. Other attachments (reminders, file
   and IDE context, hook output, skill/tool listings, mode changes, budgets) are context the
@@ -38,7 +38,9 @@ One JSON object per line, tagged by ``type``. What becomes which turn:
 
 Subagent files (every conversational line ``isSidechain``, or under ``subagents/``, or named
 ``agent-*.jsonl``) become session ``agent-<agentId>`` with ``parent_id`` = the parent's
-``sessionId``; their "user" turns are the parent agent's instructions.
+``sessionId``; their "user" turns are the parent agent's instructions. A file that mixes main and
+sidechain lines (older builds) yields the main session first, then one session per sidechain
+``agentId`` (``<sessionId>:sidechain`` when unnamed), each linked to the main one.
 """
 
 from __future__ import annotations
@@ -99,6 +101,9 @@ _EXIT_CODE = re.compile(r"^(?:Error: )?Exit(?: code|ed with code) (-?\d+)")
 _TOOL_USE_ERROR = re.compile(r"<tool_use_error>(.*?)</tool_use_error>", re.S)
 _BASH_INPUT = re.compile(r"<bash-input>(.*?)</bash-input>", re.S)
 
+SUBAGENT_NOTE = ("subagent transcript: its user turns are the parent agent's instructions, "
+                 "not the human's")
+
 EVENT_TEXT_CHARS = 4000
 """Injected / event text is kept short: it is context for a reviewer, not evidence."""
 
@@ -108,7 +113,7 @@ def read_stream(stream: BinaryIO, source: str) -> list[Session]:
     reader = _Reader(source)
     for line_no, rec in iter_jsonl(stream, source, reader.issues):
         reader.add(line_no, rec)
-    return [reader.finish()]
+    return reader.finish()
 
 
 def _text_of(content: Any) -> str:
@@ -142,6 +147,9 @@ class _Reader:
         self.source = source
         self.issues: list[ReadIssue] = []
         self.turns: list[Any] = []
+        self.turn_keys: list[str | None] = []
+        """Per turn: None for the main chain, else the sidechain's agentId ("" if unnamed)."""
+        self.key: str | None = None
         self.session_id: str | None = None
         self.agent_id: str | None = None
         self.version: str | None = None
@@ -166,6 +174,11 @@ class _Reader:
 
     def add(self, line: int, rec: dict) -> None:
         self.records += 1
+        if rec.get("isSidechain") is True:
+            agent = rec.get("agentId")
+            self.key = agent if isinstance(agent, str) else ""
+        else:
+            self.key = None
         kind = _str(rec.get("type"))
         time = iso_to_unix(rec.get("timestamp"))
         if time is not None:
@@ -217,6 +230,10 @@ class _Reader:
         if self.cwd is None and isinstance(rec.get("cwd"), str) and rec["cwd"]:
             self.cwd = rec["cwd"]
 
+    def _push(self, turn: Any) -> None:
+        self.turns.append(turn)
+        self.turn_keys.append(self.key)
+
     def _issue(self, line: int | None, message: str) -> None:
         self.issues.append(ReadIssue(path=self.source, line=line, message=message))
 
@@ -230,7 +247,7 @@ class _Reader:
         turn = EventTurn(ordinal=0, anchor=self._anchor(rec, line), line=line, time=time,
                          event=event, text=_short(text),
                          detail={k: v for k, v in detail.items() if v is not None})
-        self.turns.append(turn)
+        self._push(turn)
         return turn
 
     # -- assistant --------------------------------------------------------------------------
@@ -251,7 +268,7 @@ class _Reader:
         if turn is None:
             turn = AssistantTurn(ordinal=0, anchor=anchor, line=line, time=time, message_id=mid,
                                  model=model, sidechain=rec.get("isSidechain") is True)
-            self.turns.append(turn)
+            self._push(turn)
             if mid:
                 self.groups[mid] = turn
             self.call_ids_in_group[id(turn)] = set()
@@ -276,6 +293,8 @@ class _Reader:
                 seen_calls.add(call.call_id)
                 turn.tool_calls.append(call)
                 self.call_names[call.call_id] = call.name
+        if rec.get("isAbortedMidStream") is True:
+            turn.aborted = True
         stop = message.get("stop_reason")
         if isinstance(stop, str):
             turn.finish = stop
@@ -305,7 +324,7 @@ class _Reader:
             return
         if rec.get("isApiErrorMessage") is True or text.startswith("API Error"):
             error = rec.get("error") if isinstance(rec.get("error"), str) else None
-            self.turns.append(AssistantTurn(
+            self._push(AssistantTurn(
                 ordinal=0, anchor=self._anchor(rec, line), line=line, time=time,
                 model="<synthetic>", part_kinds=["text"],
                 error=ProviderError(name="api_error", message=text),
@@ -349,7 +368,7 @@ class _Reader:
             return
         text = "\n".join(t for t in typed if t.strip())
         if text.strip() or images:
-            self.turns.append(UserTurn(ordinal=0, anchor=self._anchor(rec, line), line=line,
+            self._push(UserTurn(ordinal=0, anchor=self._anchor(rec, line), line=line,
                                        time=time, text=text, images=images))
 
     def _harness_text(self, line: int, rec: dict, text: str, time: float | None) -> bool:
@@ -385,7 +404,7 @@ class _Reader:
         args_match = _COMMAND_ARGS.search(text)
         name = name_match.group(1) if name_match else ""
         args = args_match.group(1).strip() if args_match else ""
-        self.turns.append(UserTurn(ordinal=0, anchor=self._anchor(rec, line), line=line,
+        self._push(UserTurn(ordinal=0, anchor=self._anchor(rec, line), line=line,
                                    time=time, text=args or name, command=name or None,
                                    arguments=args))
 
@@ -413,6 +432,7 @@ class _Reader:
             USER_REJECTED in head or INTERRUPT_PREFIX in output[-300:] or INTERRUPT_PREFIX in head
             or head.startswith("Request was aborted")
             or (isinstance(extra, str) and extra.startswith("User rejected tool use"))
+            or rec.get("toolDenialKind") == "user-rejected"
         )
         timed_out = head.startswith(("Command timed out after", "Error: Command timed out",
                                      "Timed out. New output:"))
@@ -427,7 +447,7 @@ class _Reader:
         error_match = _TOOL_USE_ERROR.search(head) if "<tool_use_error>" in head else None
         tail = output.rstrip()[-40:]
         killed = exit_code in (137, 143) or tail.endswith("\nKilled") or tail == "Killed"
-        self.turns.append(ToolResultTurn(
+        self._push(ToolResultTurn(
             ordinal=0, anchor=self._anchor(rec, line), line=line, time=time, call_id=call_id,
             name=self.call_names.get(call_id, ""), output=clip(output), exit_code=exit_code,
             is_error=block.get("is_error") is True,
@@ -455,7 +475,7 @@ class _Reader:
                 None, "human"):
             self._event("injected", rec, line, time, text, queued=True, origin=origin_kind)
         elif text.strip() or images:
-            self.turns.append(UserTurn(ordinal=0, anchor=self._anchor(rec, line), line=line,
+            self._push(UserTurn(ordinal=0, anchor=self._anchor(rec, line), line=line,
                                        time=time, text=text, queued=True, images=images))
 
     def _system(self, line: int, rec: dict, time: float | None) -> None:
@@ -488,7 +508,7 @@ class _Reader:
 
     # -- result -----------------------------------------------------------------------------
 
-    def finish(self) -> Session:
+    def finish(self) -> list[Session]:
         if self.records == 0:
             first_bad = next((i.line for i in self.issues if i.line), None)
             raise IngestError(self.source, "no readable Claude Code records", line=first_bad)
@@ -496,7 +516,6 @@ class _Reader:
             plural = "record" if count == 1 else "records"
             self._issue(self.unknown_first_line[name],
                         f"{count} {plural} of unknown type {name!r} skipped")
-        renumber(self.turns)
         base = os.path.basename(self.source)
         agent_file = base.startswith("agent-") and base.endswith(".jsonl")
         subagent = (
@@ -510,16 +529,43 @@ class _Reader:
             agent_id = self.agent_id or (base[len("agent-"):-len(".jsonl")] if agent_file else None)
             parent = self.session_id
             sid = f"agent-{agent_id}" if agent_id else f"agent-{os.path.splitext(base)[0]}"
-            notes.append("subagent transcript: its user turns are the parent agent's "
-                         "instructions, not the human's")
+            notes.append(SUBAGENT_NOTE)
         if len(self.session_ids) > 1:
             notes.append(f"lines carry {len(self.session_ids)} session ids; read as one session")
         title = self.titles.get("custom") or self.titles.get("ai") or self.titles.get("summary")
-        return Session(
+        turns, sides = self.turns, {}
+        if not subagent and any(k is not None for k in self.turn_keys):
+            # Older builds wrote subagent (sidechain) lines into the parent's file: split them
+            # off into sessions of their own, linked to this one.
+            turns = [t for t, k in zip(self.turns, self.turn_keys) if k is None]
+            for turn, key in zip(self.turns, self.turn_keys):
+                if key is not None:
+                    sides.setdefault(key, []).append(turn)
+            notes.append(f"{len(sides)} sidechain transcript(s) in this file read as subagent "
+                         "sessions")
+        renumber(turns)
+        models = list(self.models) if not sides else list(_models(turns))
+        sessions = [Session(
             id=sid, agent="claude-code", format="claude-code", source=self.source,
-            agent_version=self.version, models=list(self.models), project_dir=self.cwd,
+            agent_version=self.version, models=models, project_dir=self.cwd,
             title=title, parent_id=parent, started=self.started, ended=self.ended,
-            turns=self.turns, issues=self.issues, notes=notes)
+            turns=turns, issues=self.issues, notes=notes)]
+        for key, side in sides.items():
+            renumber(side)
+            times = [t.time for t in side if t.time is not None]
+            sessions.append(Session(
+                id=f"agent-{key}" if key else f"{sid}:sidechain", agent="claude-code",
+                format="claude-code", source=self.source, agent_version=self.version,
+                models=list(_models(side)), project_dir=self.cwd, parent_id=sid,
+                started=min(times) if times else None, ended=max(times) if times else None,
+                turns=side, notes=[SUBAGENT_NOTE]))
+        return sessions
+
+
+def _models(turns: list[Any]) -> dict[str, None]:
+    """Distinct real model names of the assistant turns, in order of first use."""
+    return {t.model: None for t in turns
+            if isinstance(t, AssistantTurn) and t.model and t.model != "<synthetic>"}
 
 
 def _str(value: Any) -> str | None:
