@@ -14,9 +14,11 @@ anchor is ``L<line>`` (1-based line of the record the turn starts at).
 * One model step = the consecutive ``response_item``s between two boundaries (a user message,
   a tool output, a turn/compaction event): ``reasoning``, assistant ``message``,
   ``function_call``, ``custom_tool_call``, ``local_shell_call``, ``web_search_call``. It becomes
-  ONE ``AssistantTurn`` anchored at its first item. ``agent_message``/``agent_reasoning`` events
-  repeat those texts (usually just before the item); they are used only when no response item
-  carried the same text (older rollouts), so nothing is counted twice.
+  ONE ``AssistantTurn`` anchored at its first item (a ``web_search_call`` is a ``ToolCall``
+  named ``web_search``; Codex writes no result item for it, so it has no ``ToolResultTurn``).
+  ``agent_message``/``agent_reasoning`` events repeat those texts (usually just before the
+  item); they are used only when no response item carried the same text (older rollouts), so
+  nothing is counted twice.
 * Tool outputs (``function_call_output``, ``custom_tool_call_output``) -> ``ToolResultTurn``.
   Shell outputs are a JSON string ``{"output", "metadata": {"exit_code", "duration_seconds"}}``
   or, in newer builds, text with ``Exit code: N`` / ``Process exited with code N`` and
