@@ -80,7 +80,7 @@ def duplicate_launch(
         return
     best: dict[int, Finding] = {}
     for i, later in enumerate(launches):
-        finding = _judge(session, later, launches[:i])
+        finding = _judge(later, launches[:i])
         if finding is None:
             continue
         kept = best.get(finding.turn)
@@ -96,7 +96,8 @@ def _rank(f: Finding) -> int:
     return _RANK[f.severity]
 
 
-def _judge(session: Session, later: Launch, earlier: list[Launch]) -> Finding | None:
+def _judge(later: Launch, earlier: list[Launch]) -> Finding | None:
+    """A finding when an equivalent earlier launch was alive (or unknown, with a conflict)."""
     alive: list[Launch] = []
     unknown: list[Launch] = []
     for e in earlier:
@@ -115,7 +116,7 @@ def _judge(session: Session, later: Launch, earlier: list[Launch]) -> Finding | 
         first = alive[-1]
         if first.reconciling and not later.conflict:
             return None
-        return _finding(session, later, first, resumed=False)
+        return _finding(later, first, resumed=False)
     if unknown and later.conflict:
         first = unknown[-1]
         # a more recent equivalent launch that was ended explains the taken port (dying process)
@@ -124,11 +125,12 @@ def _judge(session: Session, later: Launch, earlier: list[Launch]) -> Finding | 
                 state, change = e.state_before(later.clock)
                 if state is State.ENDED and change is not None and change.kind.startswith("kill"):
                     return None
-        return _finding(session, later, first, resumed=True)
+        return _finding(later, first, resumed=True)
     return None
 
 
-def _finding(session: Session, later: Launch, first: Launch, *, resumed: bool) -> Finding:
+def _finding(later: Launch, first: Launch, *, resumed: bool) -> Finding:
+    """The finding on ``later``'s turn: message, severity and why, evidence ordinals."""
     signals = [s for s in first.signals if first.clock < s.clock < later.clock]
     evidence = {first.turn}
     if first.result:
