@@ -421,6 +421,9 @@ class _Reader:
         call_id = block.get("tool_use_id") if isinstance(block.get("tool_use_id"), str) else ""
         output = _text_of(block.get("content"))
         extra = rec.get("toolUseResult")
+        if not output.strip() and isinstance(extra, dict):
+            streams = [extra.get(k) for k in ("stdout", "stderr")]
+            output = "\n".join(x for x in streams if isinstance(x, str) and x) or output
         head = output.lstrip()[:300]
         exit_code = None
         match = _EXIT_CODE.match(head)
