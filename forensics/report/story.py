@@ -115,6 +115,8 @@ class CaseStudy:
     rule_title: str
     summary: str = ""
     rationale: str = ""
+    """The first paragraph of the rule's rationale: why it matters (the rest defines the rule,
+    which ``forensics rules CODE`` prints)."""
     remediation: str = ""
     falsepositives: list[str] = field(default_factory=list)
     flagged_kind: str = ""
@@ -1163,7 +1165,7 @@ def build(session: Session, incident: Incident, spec=None,
         title=_title(session, incident, rule_title),
         rule_title=rule_title,
         summary=getattr(spec, "summary", "") or "",
-        rationale=_para(getattr(spec, "rationale", "")),
+        rationale=_para(getattr(spec, "rationale", "")).split("\n\n")[0],
         remediation=_para(getattr(spec, "remediation", "")),
         falsepositives=list(getattr(spec, "falsepositives", ()) or ()),
         flagged_kind=turn.kind,
