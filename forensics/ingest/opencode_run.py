@@ -104,6 +104,8 @@ def read_stream(stream: BinaryIO, source: str) -> list[Session]:
     for line, rec in iter_jsonl(stream, source, issues):
         session_id = rec.get("sessionID")
         kind = rec.get("type")
+        if not isinstance(kind, str):
+            kind = repr(kind)
         if not isinstance(session_id, str):
             issues.append(ReadIssue(path=source, line=line, message="record without sessionID"))
             continue
