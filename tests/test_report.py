@@ -234,6 +234,12 @@ def test_report_cli_exit_codes(tmp_path: Path) -> None:
     clean.write_text("not a transcript\n", encoding="utf-8")
     res = runner.invoke(app, ["report", str(clean), "-o", str(tmp_path / "o")])
     assert res.exit_code == 2
+    taken = tmp_path / "a-file"
+    taken.write_text("x", encoding="utf-8")
+    noisy = FIXTURES / "ingest" / "opencode_export_v1.json"
+    res = runner.invoke(app, ["report", str(noisy), "-o", str(taken)])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert str(taken) in res.output
 
 
 def test_report_cli_on_transcripts(tmp_path: Path) -> None:
