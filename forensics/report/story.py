@@ -314,14 +314,15 @@ def telling_lines(text: str, limit: int = 3, *, fallback: int | None = None) -> 
     return [shorten(ln, 200) for ln in chosen]
 
 
-def figure_sentences(text: str, limit: int = 3) -> list[str]:
-    """Sentences of ``text`` that report figures (numbers with units), last ``limit`` of them."""
+def figure_sentences(text: str, limit: int = 4) -> list[str]:
+    """Sentences of ``text`` that report figures (numbers with units), the first ``limit`` of
+    them (a report leads with its headline numbers)."""
     out: list[str] = []
     for chunk in re.split(r"(?<=[.!?])\s+|\n+", text or ""):
         chunk = re.sub(r"\*\*|__", "", chunk).strip(" -*#|>")
         if len(chunk) > 8 and _FIGURE.search(chunk) and not chunk.startswith(("$", "```")):
             out.append(shorten(chunk, 220))
-    return out[-limit:]
+    return out[:limit]
 
 
 # -- the session around an incident ------------------------------------------------------------
