@@ -22,7 +22,7 @@ from forensics.cli import app
 from forensics.engine import ScanResult, scan_session
 from forensics.model import AssistantTurn, ToolCall, ToolResultTurn, UserTurn, Session
 from forensics.report.redact import redact, secret_kinds
-from forensics.report.story import program, ports_in, telling_lines
+from forensics.report._shell import ports_in, program, telling_lines
 from forensics.rules import registry
 from rulecases import build_case
 

@@ -16,7 +16,7 @@ from html import escape
 from typing import Any
 
 from forensics.report.redact import redact as _redact
-from forensics.report.story import Piece, Sentence
+from forensics.report._prose import Piece, Sentence
 from forensics.resources import templates_dir
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#])")

@@ -1,0 +1,208 @@
+"""What shell commands and tool outputs say: launches, kills, checks, ports, failures, figures.
+
+Knowledge the reports need to tell a story, not to detect anything: the rules keep their own
+(extensible) lists in the rule files. Here it only names things: which program a command runs,
+which port it binds, whether a result plainly reports death, which lines of an output tell.
+"""
+
+from __future__ import annotations
+
+import re
+
+from forensics.model import ToolCall, ToolResultTurn
+from forensics.report._prose import shorten
+
+
+_BACKGROUND = re.compile(
+    r"(^|[\s;(])(nohup|setsid)\s|&\s*(disown)?\s*$|&\s*\n|\bdocker\s+run\b[^\n]*\s-d\b|"
+    r"\bdocker[- ]compose\b[^\n]*\bup\b[^\n]*\s-d\b|\btmux\s+new(-session)?\b[^\n]*\s-d\b|"
+    r"\bscreen\s+-d?m|\bStart-Process\b")
+
+
+_SERVER = re.compile(
+    r"\b(launch_server|vllm\s+serve|uvicorn|gunicorn|flask\s+run|http\.server|"
+    r"(npm|pnpm|yarn|bun)\s+(run\s+)?(dev|start|serve)\b|next\s+dev|\bvite\b|streamlit\s+run|"
+    r"jupyter\s+(lab|notebook)|rails\s+s(erver)?\b|manage\.py\s+runserver|\bserve\b)")
+
+
+_KILL = re.compile(r"(^|[\s;&|(])(kill|pkill|killall|fuser\s+-k|docker\s+(stop|kill|rm\s+-f)|"
+                   r"docker[- ]compose\s+(down|stop)|tmux\s+kill-|Stop-Process|taskkill)\b")
+
+
+_CHECK = re.compile(r"(^|[\s;&|(])(curl|wget|ss|lsof|netstat|ps|pgrep|nvidia-smi|"
+                    r"docker\s+ps|systemctl\s+status|tail|cat\s+\S+\.log|head)\b")
+
+
+_PORT_PATTERNS = (
+    re.compile(r"--port[= ](\d{2,5})\b"),
+    re.compile(r"(?:^|\s)-p\s+(\d{2,5})(?::\d+)?\b"),
+    re.compile(r"\bPORT=(\d{2,5})\b"),
+    re.compile(r"(?:localhost|127\.0\.0\.1|0\.0\.0\.0):(\d{2,5})\b"),
+)
+
+
+_DEFAULT_PORTS = (
+    (re.compile(r"sglang"), "30000", "sglang"),
+    (re.compile(r"vllm\s+serve|vllm\.entrypoints"), "8000", "vllm"),
+    (re.compile(r"\buvicorn\b"), "8000", "uvicorn"),
+    (re.compile(r"\bvite\b|(npm|pnpm|yarn)\s+(run\s+)?dev"), "5173", "vite"),
+    (re.compile(r"next\s+dev"), "3000", "next"),
+    (re.compile(r"flask\s+run"), "5000", "flask"),
+    (re.compile(r"http\.server"), "8000", "python -m http.server"),
+)
+
+
+_FLAG = re.compile(r"(?<![\w/.-])(--[A-Za-z][\w-]*)")
+
+
+_ENV_PREFIX = re.compile(r"^(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=\S*\s*(?:&&\s*|;\s*)?")
+
+
+_DEATH = re.compile(r"\bKilled\b|Segmentation fault|core dumped|EADDRINUSE|address already in use|"
+                    r"port is already allocated|is (?:already )?in use|Traceback|Error\b|error:|"
+                    r"Exception\b|FAILED|fatal:|No such file|command not found|Permission denied")
+
+
+_TAG_ONLY = re.compile(r"^\s*</?[\w:-]+>\s*$")  # harness wrappers such as </shell_metadata>
+
+
+_FIGURE = re.compile(
+    r"\d[\d,]*(?:\.\d+)?\s?(?:[KMGT]?tok/s|tokens?/s|it/s|samples?/s|req/s|[KMGTP]?FLOPS|"
+    r"[KMGT]i?B/s|[KMGT]i?B\b|ms\b|µs\b|%|°C|\s?days?\b|\s?hours?\b|\s?h\b|\s?min(?:utes?)?\b|"
+    r"[x×](?=\W|$)|W\b|\s?epochs?\b|\s?tests?\b|\s?passed\b|\s?failed\b)")
+
+
+def launches(command: str | None, call: ToolCall | None = None) -> bool:
+    if not command:
+        return bool(call and call.background)
+    return bool((call and call.background) or _BACKGROUND.search(command)
+                or _SERVER.search(command))
+
+
+def kills(command: str | None) -> bool:
+    return bool(command and _KILL.search(command))
+
+
+def checks(command: str | None) -> bool:
+    return bool(command and _CHECK.search(command))
+
+
+def ports_in(command: str) -> list[tuple[str, str]]:
+    """(port, how we know) pairs: explicit ports first, then a tool's well-known default."""
+    found: list[tuple[str, str]] = []
+    for pattern in _PORT_PATTERNS:
+        for m in pattern.finditer(command):
+            if (m.group(1), "explicit") not in found:
+                found.append((m.group(1), "explicit"))
+    if not found and _SERVER.search(command):
+        for pattern, port, tool in _DEFAULT_PORTS:
+            if pattern.search(command):
+                found.append((port, f"default of {tool}"))
+                break
+    return found
+
+
+def flags_in(command: str) -> list[str]:
+    """The long options a command passes (``--tp``, ``--port``), in order."""
+    return _FLAG.findall(command)
+
+
+def program(command: str) -> str:
+    """What a command runs, for titles: ``sglang.launch_server``, ``pytest``, ``npm run dev``."""
+    text = command.strip()
+    variables = dict(re.findall(r"\$(\w+)\s*=\s*[\"']([^\"']+)[\"']", text))
+    start = re.search(r"\bStart-Process\s+(?:-FilePath\s+)?([\"']?)([^\s\"']+)\1", text)
+    if start:  # PowerShell: the program is the file it starts, often through a variable
+        target = start.group(2)
+        if target.startswith("$"):
+            target = variables.get(target[1:], target)
+        return re.split(r"[\\/]", target)[-1]
+    for line in text.splitlines():
+        line = line.strip().rstrip("\\").strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = [p for p in re.split(r"\s*(?:&&|;|\|\|)\s*", line) if p.strip()]
+        useful = [p for p in parts if not re.match(
+            r"^(export|cd|source|\.|set|sleep|echo|printf|true|wait|Write-Output|"
+            r"Start-Sleep)\b|^\$\w+\s*=", p.strip())]
+        for part in useful or parts:
+            part = part.strip()
+            while _ENV_PREFIX.match(part) and _ENV_PREFIX.sub("", part, count=1) != part:
+                part = _ENV_PREFIX.sub("", part, count=1)
+            quoted = re.match(r"^(?:&\s*)?([\"'])(.+?)\1", part)
+            if quoted:  # a quoted path with spaces: C:\Program Files\...\gh.exe
+                return re.split(r"[\\/]", quoted.group(2))[-1]
+            words = part.split()
+            while words and words[0] in ("nohup", "setsid", "sudo", "exec", "time", "env", "&"):
+                words = words[1:]
+            if words and words[0].startswith("$") and words[0][1:] in variables:
+                words[0] = variables[words[0][1:]]
+            if not words:
+                continue
+            m = re.search(r"-m\s+([\w.]+)", " ".join(words))
+            if m and re.search(r"python", words[0]):
+                return m.group(1)
+            head = re.split(r"[\\/]", words[0].strip("\"'"))[-1]
+            if head in ("npm", "pnpm", "yarn", "bun", "docker", "cargo", "uv", "git") \
+                    and len(words) > 1:
+                return " ".join([head] + [w for w in words[1:3] if not w.startswith("-")][:2])
+            return head
+    return shorten(text, 40)
+
+
+def strip_env(command: str) -> str:
+    """A command without its leading ``export X=…``/``cd …`` set-up, for quoting in prose."""
+    text = command.strip()
+    while True:
+        m = re.match(r"^(?:export\s+[A-Za-z_]\w*=(?:\"[^\"]*\"|'[^']*'|\S*)|cd\s+\S+|"
+                     r"source\s+\S+)\s*(?:&&|;)\s*", text)
+        if not m:
+            return text
+        text = text[m.end():]
+
+
+def result_failed(result: ToolResultTurn) -> bool:
+    return bool(result.is_error or result.killed or result.timed_out
+                or result.exit_code not in (None, 0)
+                or re.search(r"(^|\s)Killed(\s|$)", result.output or ""))
+
+
+def result_status(result: ToolResultTurn) -> str:
+    """How a tool result ended, in words."""
+    if result.aborted:
+        return "was aborted"
+    if result.timed_out:
+        return "timed out"
+    if result.killed or re.search(r"(^|\s)Killed(\s|$)", result.output or ""):
+        return "was killed"
+    if result.exit_code not in (None, 0):
+        return f"exited with code {result.exit_code}"
+    if result.is_error:
+        return "failed"
+    return "succeeded" if result.exit_code == 0 else "came back"
+
+
+_REMINDER = re.compile(r"<system-reminder>.*?(?:</system-reminder>|\Z)", re.S)
+
+
+def telling_lines(text: str, limit: int = 3, *, fallback: int | None = None) -> list[str]:
+    """The lines of an output that report the failure, or its last ``fallback`` lines (default
+    ``limit``) if none do. Harness reminders appended to outputs are not the tool's words."""
+    if "<system-reminder>" in (text or ""):
+        text = _REMINDER.sub("", text)
+    lines = [ln.rstrip() for ln in (text or "").splitlines()
+             if len(re.findall(r"\w", ln)) >= 3 and not _TAG_ONLY.match(ln)]
+    hits = [ln for ln in lines if _DEATH.search(ln)]
+    chosen = hits[-limit:] if hits else lines[-(fallback or limit):]
+    return [shorten(ln, 200) for ln in chosen]
+
+
+def figure_sentences(text: str, limit: int = 4) -> list[str]:
+    """Sentences of ``text`` that report figures (numbers with units), the first ``limit`` of
+    them (a report leads with its headline numbers)."""
+    out: list[str] = []
+    for chunk in re.split(r"(?<=[.!?])\s+|\n+", text or ""):
+        chunk = re.sub(r"\*\*|__", "", chunk).strip(" -*#|>")
+        if len(chunk) > 8 and _FIGURE.search(chunk) and not chunk.startswith(("$", "```")):
+            out.append(shorten(chunk, 220))
+    return out[:limit]

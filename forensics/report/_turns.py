@@ -1,0 +1,160 @@
+"""Turn-level helpers for case studies: where a turn is, what it did, how to name it in a row."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from forensics.model import (
+    AssistantTurn,
+    EventTurn,
+    Session,
+    ToolCall,
+    ToolResultTurn,
+    Turn,
+    UserTurn,
+)
+from forensics.report._prose import norm, shorten
+from forensics.report._shell import (
+    checks,
+    kills,
+    launches,
+    result_failed,
+    result_status,
+    telling_lines,
+)
+
+
+def when(turn: Turn) -> str:
+    if turn.time is None:
+        return ""
+    return datetime.fromtimestamp(turn.time, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def message_number(session: Session, turn: Turn) -> int | None:
+    """The flagged message's place among the transcript's own messages (distinct anchors)."""
+    if session.agent == "codex" or turn.anchor.startswith("L"):
+        return None
+    seen: dict[str, int] = {}
+    for t in session.turns:
+        if t.anchor not in seen:
+            seen[t.anchor] = len(seen) + 1
+        if t is turn:
+            break
+    return seen.get(turn.anchor)
+
+
+def location(session: Session, turn: Turn) -> str:
+    if turn.line is not None:
+        return f"{turn.file or session.source}:{turn.line}"
+    return turn.file or session.source
+
+
+def calls_of(turn: Turn) -> list[ToolCall]:
+    return turn.tool_calls if isinstance(turn, AssistantTurn) else []
+
+
+def commands_of(turn: Turn) -> list[str]:
+    return [c.command for c in calls_of(turn) if c.command]
+
+
+def user_words(turn: UserTurn) -> str:
+    if turn.command:
+        return f"{turn.command} {turn.arguments or ''}".strip()
+    return turn.text
+
+
+def summarize_call(call: ToolCall) -> str:
+    return ", ".join(f"{k}={shorten(str(v), 60)}" for k, v in list(call.input.items())[:2])
+
+
+def label_of(session: Session, turn: Turn) -> str | None:
+    """Why a turn belongs in the chain of events, or None when it does not."""
+    if isinstance(turn, UserTurn):
+        return "user"
+    if isinstance(turn, AssistantTurn):
+        if turn.aborted:
+            return "aborted reply"
+        if turn.error is not None:
+            return "provider error"
+        cmds = [(c, c.command) for c in turn.tool_calls]
+        if any(kills(cmd) for _, cmd in cmds):
+            return "kill"
+        if any(launches(cmd, c) for c, cmd in cmds):
+            return "launch"
+        if any(checks(cmd) for _, cmd in cmds):
+            return "check"
+        if not turn.visible:
+            return "empty reply"
+        if turn.tool_calls:
+            results = [session.result_for(c) for c in turn.tool_calls]
+            return "call" if any(r is not None and result_failed(r) for r in results) else None
+        return "reply"
+    if isinstance(turn, ToolResultTurn):
+        if turn.aborted:
+            return "aborted call"
+        if result_failed(turn):
+            return "failed call"
+        pair = session.call_for(turn)
+        if pair and (launches(pair[1].command, pair[1]) or kills(pair[1].command)
+                     or checks(pair[1].command)):
+            return "result"
+        return None
+    if isinstance(turn, EventTurn):
+        if turn.event in ("abort", "interrupt", "api_error", "retry", "compaction",
+                          "notification", "shell"):
+            return turn.event.replace("_", " ")
+        if turn.event == "turn_complete":
+            return "turn ended"
+        return None
+    return None
+
+
+def step_text(session: Session, turn: Turn) -> str:
+    if isinstance(turn, AssistantTurn) and turn.tool_calls:
+        bits = []
+        if turn.text.strip():
+            bits.append(shorten(turn.text, 90))
+        for c in turn.tool_calls[:3]:
+            bits.append(f"{c.name}: {shorten(c.command or summarize_call(c), 110)}")
+        return " · ".join(bits)
+    if isinstance(turn, AssistantTurn) and not turn.visible:
+        parts = ", ".join(turn.part_kinds) if turn.part_kinds else "no parts"
+        if turn.reasoning.strip():
+            return f"(nothing visible; reasoning only, {len(turn.reasoning)} characters)"
+        return f"(nothing visible; {parts})"
+    if isinstance(turn, ToolResultTurn):
+        lines = telling_lines(turn.error or turn.output, 1)
+        tail = f": {lines[0]}" if lines else ""
+        return f"{turn.name or 'tool'} {result_status(turn)}{tail}"
+    if isinstance(turn, UserTurn):
+        return shorten(user_words(turn), 160) or "(empty)"
+    if isinstance(turn, AssistantTurn):
+        bits = [f"[{turn.error.name}]"] if turn.error else []
+        bits += ["[aborted]"] if turn.aborted else []
+        return shorten(" ".join(bits + [turn.text]), 160)
+    if isinstance(turn, EventTurn):
+        return shorten(f"{turn.event}: {turn.text}" if turn.text else turn.event, 160)
+    return shorten(getattr(turn, "text", ""), 160)
+
+
+def previous(session: Session, ordinal: int, kinds: tuple[type, ...]) -> Turn | None:
+    for turn in reversed(session.turns[: ordinal - 1]):
+        if isinstance(turn, kinds):
+            return turn
+    return None
+
+
+def same_as_earlier(session: Session, user: UserTurn) -> UserTurn | None:
+    raw = user_words(user)
+    words = norm(raw)
+    if len(words) < 2:
+        return None
+    for turn in reversed(session.turns[: user.ordinal - 1]):
+        if not isinstance(turn, UserTurn):
+            continue
+        other = user_words(turn)
+        if abs(len(other) - len(raw)) > len(raw) // 4 + 16:
+            continue  # whitespace alone cannot bridge that difference; skip the normalising
+        if norm(other) == words:
+            return turn
+    return None
