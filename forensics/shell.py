@@ -60,7 +60,8 @@ def words(simple: str) -> list[str]:
         return simple.split()
 
 
-def program(simple: str) -> tuple[str, list[str]]:
+@lru_cache(maxsize=8192)
+def program(simple: str) -> tuple[str, tuple[str, ...]]:
     """The program a simple command runs and its arguments, behind wrappers and assignments."""
     toks = words(simple)
     while toks:
@@ -76,5 +77,5 @@ def program(simple: str) -> tuple[str, list[str]]:
                             or (base in ("timeout",) and re.fullmatch(r"\d+[smhd]?", toks[0]))):
                 toks = toks[1:]
             continue
-        return base, toks[1:]
-    return "", []
+        return base, tuple(toks[1:])
+    return "", ()

@@ -242,3 +242,10 @@ def test_rules_are_deterministic_and_anchor_real_turns(session: Session) -> None
 def test_finding_fields_are_required() -> None:
     with pytest.raises(Exception):
         Finding(turn=1, anchor="a", severity="urgent", severity_reason="", message="")
+
+
+def test_every_death_pattern_needs_one_of_the_death_words() -> None:
+    """FX003 skips outputs without a death word; a pattern outside them would never fire."""
+    params = registry()["FX003"].params
+    for pattern in params["death_patterns"]:
+        assert any(word in pattern for word in params["death_words"]), pattern

@@ -43,6 +43,7 @@ def ignored_tool_error(
     probe_commands: Sequence[str],
     probe_patterns: Sequence[str],
     benign_commands: Sequence[str],
+    death_words: Sequence[str],
     death_patterns: Sequence[str],
     exit_text_patterns: Sequence[str],
     failure_text_patterns: Sequence[str],
@@ -51,7 +52,7 @@ def ignored_tool_error(
     success_claims: Sequence[str],
 ) -> Iterator[Finding]:
     k = _knowledge(tuple(probe_commands), tuple(probe_patterns), tuple(benign_commands),
-                   tuple(death_patterns), tuple(exit_text_patterns),
+                   tuple(death_words), tuple(death_patterns), tuple(exit_text_patterns),
                    tuple(failure_text_patterns), tuple(acknowledgements), tuple(handoffs),
                    tuple(success_claims))
     status_in_text_only = session.agent == "codex"
@@ -73,8 +74,9 @@ def ignored_tool_error(
 
 
 class _Knowledge:
-    def __init__(self, probes, probe_patterns, benign, death, exit_text, failure_text, acks,
-                 handoffs, claims):
+    def __init__(self, probes, probe_patterns, benign, death_words, death, exit_text,
+                 failure_text, acks, handoffs, claims):
+        self.death_words = tuple(death_words)
         self.probes = frozenset(probes)
         self.probe_patterns = [re.compile(p) for p in probe_patterns]
         self.benign = frozenset(benign)
@@ -128,7 +130,9 @@ def _failure(result: ToolResultTurn, call: ToolCall | None, k: _Knowledge,
              status_in_text_only: bool) -> str | None:
     """How the call failed, in words, or None when it did not (or only probed)."""
     text = result.error or result.output
-    died = k.death.search(result.output) if result.output else None
+    output = result.output
+    died = (k.death.search(output)
+            if output and any(w in output for w in k.death_words) else None)
     if died:
         return f"output reports `{died.group(0).strip()}`"
     command = command_of(call)
@@ -143,7 +147,9 @@ def _failure(result: ToolResultTurn, call: ToolCall | None, k: _Knowledge,
     if result.is_error:
         return f"failed: {shorten(text, 80)}" if text.strip() else "failed"
     if result.exit_code is None and text:
-        m = k.exit_text.search(text) or (status_in_text_only and k.failure_text.search(text))
+        # a harness's status line sits at the start or the end of the output
+        ends = text if len(text) <= 1200 else f"{text[:600]}\n{text[-600:]}"
+        m = k.exit_text.search(ends) or (status_in_text_only and k.failure_text.search(text))
         if m:
             return f"reported `{shorten(m.group(0).strip(), 60)}`"
     return None

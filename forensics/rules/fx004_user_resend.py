@@ -75,34 +75,47 @@ def _bare(text: str) -> str:
 def _key(user: UserTurn, templates: list[re.Pattern[str]]) -> tuple[str | None, str]:
     """What to compare: a command and its arguments, or the text the user typed."""
     if user.command is not None:
-        return user.command, " ".join((user.arguments or "").lower().split())
+        return user.command, _bare(user.arguments or "")
     for i, pattern in enumerate(templates):
         m = pattern.match(user.text)
         if m:
-            return f"template:{i}", " ".join(m.group(1).lower().split())
-    return None, " ".join(user.text.lower().split())
+            return f"template:{i}", _bare(m.group(1))
+    return None, _bare(user.text)
 
 
 def _find_repeat(users, keys, j, similarity, lookback) -> UserTurn | None:
     command, text = keys[j]
     if not text and command is None:
         return None
+    shingles: dict[int, frozenset[str]] = {}
     for i in range(j - 1, max(-1, j - 1 - lookback), -1):
         other_command, other = keys[i]
         if other_command != command:
             continue
         if other == text:
             return users[i]
-        if command is None and len(text) >= 12 and _near(text, other, similarity):
+        if command is None and len(text) >= 12 and _near(text, other, similarity, shingles, i, j):
             return users[i]
     return None
 
 
-def _near(a: str, b: str, threshold: float) -> bool:
+def _near(a: str, b: str, threshold: float, cache: dict, ia: int, ib: int) -> bool:
+    """difflib's ratio, after two cheap filters: length, then shared word pairs."""
     if not b or abs(len(a) - len(b)) > (1 - threshold) * max(len(a), len(b)) + 1:
         return False
+    sa = cache.setdefault(ib, _pairs(a))
+    sb = _pairs(b)
+    if sa and sb and len(sa & sb) / len(sa | sb) < threshold - 0.4:
+        return False  # texts this close in characters share most of their word pairs
+    if len(a) > 400:  # long pastes: compare word by word, a few hundred items, not thousands
+        a, b = a.split(), b.split()  # type: ignore[assignment]
     matcher = SequenceMatcher(None, a, b, autojunk=False)
     return matcher.quick_ratio() >= threshold and matcher.ratio() >= threshold
+
+
+def _pairs(text: str) -> frozenset[str]:
+    words = text.split()
+    return frozenset(zip(words, words[1:])) if len(words) > 1 else frozenset(words)
 
 
 def _next_user(users: list[UserTurn], earlier: UserTurn, j: int) -> UserTurn:
