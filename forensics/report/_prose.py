@@ -70,7 +70,8 @@ def norm(text: str) -> str:
 def gist(text: str, width: int = 240) -> list[Piece | str]:
     """A long message as its telling end: pasted tables and logs usually close on the question.
 
-    Short messages are quoted whole; a long one becomes "a message of N lines ending with “…”",
+    Short messages are quoted whole; a long one becomes "a message of N lines ending with
+    “…”",
     which says plainly that the quote is partial."""
     text = text.strip()
     if len(text) <= width or len(" ".join(text[: width * 2].split())) <= width \

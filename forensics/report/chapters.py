@@ -43,7 +43,14 @@ from forensics.report._shell import (
     strip_env,
     telling_lines,
 )
-from forensics.report._turns import calls_of, commands_of, previous, step_text, summarize_call, user_words
+from forensics.report._turns import (
+    calls_of,
+    commands_of,
+    previous,
+    step_text,
+    summarize_call,
+    user_words,
+)
 
 if TYPE_CHECKING:
     from forensics.report.story import CaseStudy

@@ -31,8 +31,10 @@ _TOKEN_PATTERNS: list[tuple[str, str]] = [
 _KEEP_PREFIX: list[tuple[str, str]] = [
     ("bearer-token", r"(?i)(\bBearer\s+)([A-Za-z0-9._~+/-]{12,}=*)"),
     ("password", r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s/:@]+:)([^\s/@]+)(?=@)"),
-    ("password", r"(?i)((?:\b|(?<=_))(?:password|passwd|pwd)\s*[=:]\s*[\"']?)((?![$%{<\[])[^\s\"'&,;]{3,})"),
-    ("api-key", r"(?i)((?:\b|(?<=_))(?:api[_-]?key|secret[_-]?key|client[_-]?secret|access[_-]?token|"
+    ("password", r"(?i)((?:\b|(?<=_))(?:password|passwd|pwd)\s*[=:]\s*[\"']?)"
+                 r"((?![$%{<\[])[^\s\"'&,;]{3,})"),
+    ("api-key", r"(?i)((?:\b|(?<=_))(?:api[_-]?key|secret[_-]?key|client[_-]?secret|"
+                r"access[_-]?token|"
                 r"auth[_-]?token)\s*[=:]\s*[\"']?)((?![$%{<\[])[^\s\"'&,;]{6,})"),
 ]
 

@@ -47,8 +47,9 @@ def _position(session: Session) -> tuple[Callable[[Turn], float], str]:
     turns = session.turns
     times = [t.time for t in turns]
     span_left, span_right = LEFT, WIDTH - RIGHT
-    if turns and all(t is not None for t in times) and max(times) > min(times):  # type: ignore[type-var]
-        lo, hi = min(times), max(times)  # type: ignore[type-var]
+    known = [t for t in times if t is not None]
+    if turns and len(known) == len(times) and max(known) > min(known):
+        lo, hi = min(known), max(known)
         scale = (span_right - span_left) / (hi - lo)
         return (lambda t: span_left + (t.time - lo) * scale), "time"  # type: ignore[operator]
     n = max(len(turns) - 1, 1)
