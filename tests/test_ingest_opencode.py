@@ -244,6 +244,9 @@ def test_storage_legacy_per_project_layout(tmp_path: Path) -> None:
     [s] = read_tree(DirTree(tmp_path))
     assert s.id == ses and s.title == "Find the slow endpoint"
     assert kinds(s) == ["user", "assistant", "tool_result", "assistant"]
+    # and the dispatcher finds it when pointed at the data dir
+    [found] = load(tmp_path)
+    assert found.id == ses and found.format == "opencode-storage"
 
 
 def test_storage_without_sessions_is_an_ingest_error(tmp_path: Path) -> None:

@@ -75,6 +75,10 @@ def is_opencode_tree(path: Path) -> Path | None:
             return candidate
         if (candidate / "session").is_dir() and (candidate / "message").is_dir():
             return candidate
+    # The oldest layout (≤ mid-2025): project/<slug>/storage/session/{info,message,part}/…
+    project = path / "project"
+    if project.is_dir() and next(project.glob("*/storage/session"), None) is not None:
+        return path
     return None
 
 
