@@ -20,6 +20,7 @@ from forensics.report._shell import (
     launches,
     result_failed,
     result_status,
+    strip_env,
     telling_lines,
 )
 
@@ -115,7 +116,8 @@ def step_text(session: Session, turn: Turn) -> str:
         if turn.text.strip():
             bits.append(shorten(turn.text, 90))
         for c in turn.tool_calls[:3]:
-            bits.append(f"{c.name}: {shorten(c.command or summarize_call(c), 110)}")
+            shown = strip_env(c.command) if c.command else summarize_call(c)
+            bits.append(f"{c.name}: {shorten(shown, 110)}")
         return " · ".join(bits)
     if isinstance(turn, AssistantTurn) and not turn.visible:
         parts = ", ".join(turn.part_kinds) if turn.part_kinds else "no parts"
