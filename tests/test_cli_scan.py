@@ -137,3 +137,11 @@ def test_rules_command_documents_a_rule() -> None:
     listing = run("rules")
     assert [l.split()[0] for l in listing.stdout.splitlines()] == [
         "FX001", "FX002", "FX003", "FX004"]
+
+
+def test_folder_without_sessions_exits_two(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("nothing here", encoding="utf-8")
+    proc = run("scan", str(tmp_path))
+    assert proc.returncode == 2
+    assert str(tmp_path) in proc.stderr and "no agent sessions" in proc.stderr
+    assert "Traceback" not in proc.stderr
