@@ -17,11 +17,12 @@ from pathlib import Path
 from forensics.engine import ScanResult
 from forensics.findings import SEVERITY_ORDER, Incident
 from forensics.report import story
+from forensics.report._turns import SessionMemo
 from forensics.report.redact import redact
 from forensics.report.svg import incident_id, timeline_svg
 
 __all__ = ["render_incident", "render_session", "render_sessions", "write_reports", "case_study",
-           "redact"]
+           "case_studies", "redact"]
 
 FORMATS = ("markdown", "html")
 _EXT = {"markdown": "md", "html": "html"}
@@ -39,6 +40,13 @@ def _spec(incident: Incident):
 def case_study(result: ScanResult, incident: Incident) -> story.CaseStudy:
     """The structured case study behind both formats (for notebooks and tests)."""
     return story.build(result.session, incident, _spec(incident), result.incidents)
+
+
+def case_studies(result: ScanResult) -> list[story.CaseStudy]:
+    """Every incident's case study, sharing one pass over the session's turns."""
+    memo = SessionMemo(result.session)
+    return [story.build(result.session, i, _spec(i), result.incidents, memo)
+            for i in result.incidents]
 
 
 def _context(result: ScanResult, cs: story.CaseStudy, *, redact: bool, prefix: str = "") -> dict:
@@ -77,12 +85,16 @@ def render_session(result: ScanResult, *, fmt: str = "markdown", redact: bool = 
 def render_sessions(results: Sequence[ScanResult], *, fmt: str = "markdown",
                     redact: bool = True, timeline_image: str | None = None) -> str:
     """Several sessions' reports as one document (what ``scan --format html`` prints)."""
-    from forensics.report.render import render
-
     _check(fmt)
     several = len(results) > 1
-    docs = [_session_doc(r, fmt, redact, f"s{n}-" if several else "", n)
+    docs = [_session_doc(r, fmt, redact, f"s{n}-" if several else "", n, case_studies(r))
             for n, r in enumerate(results, 1)]
+    return _render_docs(docs, fmt, redact, timeline_image)
+
+
+def _render_docs(docs: list[dict], fmt: str, redact: bool, timeline_image: str | None) -> str:
+    from forensics.report.render import render
+
     if fmt == "html":
         return render("session.html.j2", fmt, docs=docs, redact=redact)
     return "\n---\n\n".join(
@@ -90,10 +102,13 @@ def render_sessions(results: Sequence[ScanResult], *, fmt: str = "markdown",
         for doc in docs)
 
 
-def _session_doc(result: ScanResult, fmt: str, redact: bool, prefix: str, index: int) -> dict:
-    studies = [case_study(result, i) for i in result.incidents]
-    svg = (timeline_svg(result.session, result.incidents, clean=redact_fn(redact),
-                        id_prefix=prefix) if fmt == "html" else "")
+def _session_doc(result: ScanResult, fmt: str, redact: bool, prefix: str, index: int,
+                 studies: list[story.CaseStudy], svg: str | None = None) -> dict:
+    if fmt != "html":
+        svg = ""
+    elif svg is None:
+        svg = timeline_svg(result.session, result.incidents, clean=redact_fn(redact),
+                           id_prefix=prefix)
     return {
         "session": result.session, "result": result, "studies": studies, "svg": svg,
         "index": index, "severity_counts": _severity_counts(result.incidents),
@@ -127,17 +142,17 @@ def write_reports(results: Sequence[ScanResult], out_dir: Path | str, *,
         folder = out / name
         folder.mkdir(parents=True, exist_ok=True)
         svg_path = folder / "timeline.svg"
-        svg_path.write_text(timeline_svg(result.session, result.incidents,
-                                         clean=redact_fn(redact)) + "\n", encoding="utf-8")
+        svg = timeline_svg(result.session, result.incidents, clean=redact_fn(redact))
+        svg_path.write_text(svg + "\n", encoding="utf-8")
         written.append(svg_path)
+        studies = case_studies(result)  # once, for the index and the pages, both formats
         for fmt in FORMATS:
             path = folder / f"index.{_EXT[fmt]}"
-            path.write_text(render_session(result, fmt=fmt, redact=redact,
-                                           timeline_image="timeline.svg"), encoding="utf-8")
+            doc = _session_doc(result, fmt, redact, "", 1, studies, svg)
+            path.write_text(_render_docs([doc], fmt, redact, "timeline.svg"), encoding="utf-8")
             written.append(path)
         stems: set[str] = set()
-        for incident in result.incidents:
-            cs = case_study(result, incident)
+        for cs in studies:
             stem, n = cs.file_stem, 2
             while stem in stems:
                 stem, n = f"{cs.file_stem}-{n}", n + 1

@@ -16,6 +16,7 @@ from forensics.model import (
 from forensics.report._prose import norm, shorten
 from forensics.report._shell import (
     checks,
+    figure_sentences,
     kills,
     launches,
     result_failed,
@@ -33,15 +34,7 @@ def when(turn: Turn) -> str:
 
 def message_number(session: Session, turn: Turn) -> int | None:
     """The flagged message's place among the transcript's own messages (distinct anchors)."""
-    if session.agent == "codex" or turn.anchor.startswith("L"):
-        return None
-    seen: dict[str, int] = {}
-    for t in session.turns:
-        if t.anchor not in seen:
-            seen[t.anchor] = len(seen) + 1
-        if t is turn:
-            break
-    return seen.get(turn.anchor)
+    return SessionMemo(session).message_number(turn)
 
 
 def location(session: Session, turn: Turn) -> str:
@@ -160,3 +153,40 @@ def same_as_earlier(session: Session, user: UserTurn) -> UserTurn | None:
         if norm(other) == words:
             return turn
     return None
+
+
+class SessionMemo:
+    """Answers every case study of one session asks for, computed once per session: a report of
+    a session with many incidents must not re-label the same turns for each of them."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._labels: dict[int, str | None] = {}
+        self._figures: dict[int, list[str]] = {}
+        self._numbers: dict[str, int] | None = None
+        self._counts: dict[str, int] | None = None
+
+    def label(self, turn: Turn) -> str | None:
+        if turn.ordinal not in self._labels:
+            self._labels[turn.ordinal] = label_of(self.session, turn)
+        return self._labels[turn.ordinal]
+
+    def figures(self, turn: AssistantTurn) -> list[str]:
+        if turn.ordinal not in self._figures:
+            self._figures[turn.ordinal] = figure_sentences(turn.text)
+        return self._figures[turn.ordinal]
+
+    def message_number(self, turn: Turn) -> int | None:
+        if self.session.agent == "codex" or turn.anchor.startswith("L"):
+            return None
+        if self._numbers is None:
+            self._numbers = {}
+            for t in self.session.turns:
+                self._numbers.setdefault(t.anchor, len(self._numbers) + 1)
+        return self._numbers.get(turn.anchor)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        if self._counts is None:
+            self._counts = self.session.counts()
+        return self._counts

@@ -43,9 +43,10 @@ _COMPILED: list[tuple[str, re.Pattern[str], bool]] = (
     + [(kind, re.compile(p), True) for kind, p in _KEEP_PREFIX]
 )
 
-# Cheap pre-check: text with none of these substrings cannot match any pattern.
-_HINTS = re.compile(r"(?i)PRIVATE KEY|sk-|gh[pousr]_|github_pat_|xox|AKIA|ASIA|AIza|eyJ|bearer|"
-                    r"://|passw|pwd|key|secret|token")
+# Cheap pre-check (plain substring tests, several times faster than one regex): text with none
+# of these, lower-cased, cannot match any pattern.
+_HINTS = ("private key", "sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox",
+          "akia", "asia", "aiza", "eyj", "bearer", "://", "passw", "pwd", "key", "secret", "token")
 
 
 def _placeholder(kind: str) -> str:
@@ -60,7 +61,10 @@ def _hide(kind: str, keep_prefix: bool) -> Callable[[re.Match[str]], str]:
 
 def redact(text: str) -> str:
     """``text`` with every recognised secret replaced by ``[REDACTED:<kind>]``."""
-    if not text or not _HINTS.search(text):
+    if not text:
+        return text
+    low = text.lower()
+    if not any(hint in low for hint in _HINTS):
         return text
     for kind, pattern, keep in _COMPILED:
         text = pattern.sub(_hide(kind, keep), text)

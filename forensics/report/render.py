@@ -62,7 +62,8 @@ def clip(text: str, limit: int = 1500) -> str:
 
 
 def _md_piece(ctx: Any, piece: Piece) -> str:
-    text = _maybe_redact(ctx, piece.text)
+    # Our own words and turn references hold no transcript text: nothing to redact.
+    text = piece.text if piece.kind in ("text", "ref") else _maybe_redact(ctx, piece.text)
     if piece.kind == "code":
         return md_code_span(text)
     if piece.kind == "quote":
@@ -75,7 +76,7 @@ def _md_piece(ctx: Any, piece: Piece) -> str:
 
 
 def _html_piece(ctx: Any, piece: Piece, rows: set[int], prefix: str) -> str:
-    text = _maybe_redact(ctx, piece.text)
+    text = piece.text if piece.kind in ("text", "ref") else _maybe_redact(ctx, piece.text)
     if piece.kind == "code":
         return f"<code>{escape(text)}</code>"
     if piece.kind == "quote":

@@ -39,7 +39,6 @@ from forensics.report._prose import (
     shorten_block,
 )
 from forensics.report._shell import (
-    figure_sentences,
     flags_in,
     ports_in,
     program,
@@ -49,11 +48,10 @@ from forensics.report._shell import (
     telling_lines,
 )
 from forensics.report._turns import (
+    SessionMemo,
     calls_of,
     commands_of,
-    label_of,
     location,
-    message_number,
     same_as_earlier,
     step_text,
     summarize_call,
@@ -156,15 +154,17 @@ KEY_LABELS = frozenset({"user", "launch", "kill", "failed call", "empty reply", 
 
 
 def build_timeline(session: Session, incident: Incident, first: int, last: int,
-                   limit: int = 30, lead_in: int = 40) -> tuple[list[Step], int]:
+                   limit: int = 30, lead_in: int = 40,
+                   memo: SessionMemo | None = None) -> tuple[list[Step], int]:
     """The relevant turns from ``first`` to ``last``, preceded by the key turns (launches,
     kills, failures, user messages) of the ``lead_in`` turns before, which set the scene."""
     evidence = set(incident.evidence_turns)
+    memo = memo or SessionMemo(session)
     rows: list[Step] = []
     start = max(1, first - lead_in)
     for turn in session.turns[start - 1:last]:
         flagged = turn.ordinal == incident.turn
-        label = label_of(session, turn)
+        label = memo.label(turn)
         if turn.ordinal < first and label not in KEY_LABELS and turn.ordinal not in evidence:
             continue
         if label is None and not flagged and turn.ordinal not in evidence:
@@ -190,7 +190,8 @@ def _users_before(session: Session, ordinal: int, limit: int = 3) -> list[UserTu
     return list(reversed(out))
 
 
-def context_section(cs: CaseStudy, session: Session, incident: Incident, first: int) -> None:
+def context_section(cs: CaseStudy, session: Session, incident: Incident,
+                    memo: SessionMemo) -> None:
     flagged = session.turns[incident.turn - 1]
     facts: list[str | Piece] = []
     if session.title:
@@ -199,7 +200,7 @@ def context_section(cs: CaseStudy, session: Session, incident: Incident, first: 
         facts += [" and ran in " if facts else "The session ran in ", code(session.project_dir)]
     if facts:
         cs.context.append(S(*facts, "."))
-    counts = session.counts()
+    counts = memo.counts
     span = ""
     if flagged.time is not None and session.turns and session.turns[0].time is not None:
         span = duration(flagged.time - session.turns[0].time)
@@ -219,7 +220,7 @@ def context_section(cs: CaseStudy, session: Session, incident: Incident, first: 
     found = 0
     for turn in reversed(session.turns[max(0, incident.turn - 200): incident.turn - 1]):
         if isinstance(turn, AssistantTurn) and turn.text.strip():
-            sentences = figure_sentences(turn.text)
+            sentences = memo.figures(turn)
             if sentences:
                 cs.figures.append(S(ref(turn), ": ", *joined_quotes(sentences)))
                 found += 1
@@ -427,8 +428,10 @@ def _introduction(cs: CaseStudy, session: Session, incident: Incident) -> None:
 
 
 def build(session: Session, incident: Incident, spec=None,
-          others: Iterable[Incident] = ()) -> CaseStudy:
-    """The case study of ``incident`` in ``session``; ``spec`` is its RuleSpec when known."""
+          others: Iterable[Incident] = (), memo: SessionMemo | None = None) -> CaseStudy:
+    """The case study of ``incident`` in ``session``; ``spec`` is its RuleSpec when known.
+    Pass one ``memo`` for all incidents of a session to label its turns only once."""
+    memo = memo or SessionMemo(session)
     if not 0 < incident.turn <= len(session.turns):
         return _unplaced(session, incident, spec)
     turn = session.turns[incident.turn - 1]
@@ -442,14 +445,14 @@ def build(session: Session, incident: Incident, spec=None,
         remediation=para(getattr(spec, "remediation", "")),
         falsepositives=list(getattr(spec, "falsepositives", ()) or ()),
         flagged_kind=turn.kind,
-        message_number=message_number(session, turn),
+        message_number=memo.message_number(turn),
         location=location(session, turn),
         when=when(turn),
     )
     _introduction(cs, session, incident)
     first, last = _window(session, incident)
-    context_section(cs, session, incident, first)
-    cs.timeline, cs.timeline_omitted = build_timeline(session, incident, first, last)
+    context_section(cs, session, incident, memo)
+    cs.timeline, cs.timeline_omitted = build_timeline(session, incident, first, last, memo=memo)
     chapter = CHAPTERS.get(incident.rule)
     if chapter is not None:
         chapter(cs, session, incident)
