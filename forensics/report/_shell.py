@@ -107,6 +107,20 @@ def flags_in(command: str) -> list[str]:
     return _FLAG.findall(command)
 
 
+_CONFLICT_PORT = re.compile(r"(?:[Pp]ort|:)\s?(\d{2,5})\b[^\n]*?(?:in use|already allocated|"
+                            r"EADDRINUSE|failed)|(?:EADDRINUSE|in use|allocated)[^\n]*?:(\d{2,5})\b")
+
+
+def ports_named(output: str) -> list[str]:
+    """Ports a conflict message names (``Port 5173 is in use``, ``0.0.0.0:5432 failed``)."""
+    out: list[str] = []
+    for m in _CONFLICT_PORT.finditer(output or ""):
+        port = m.group(1) or m.group(2)
+        if port not in out:
+            out.append(port)
+    return out
+
+
 def program(command: str) -> str:
     """What a command runs, for titles: ``sglang.launch_server``, ``pytest``, ``npm run dev``."""
     text = command.strip()

@@ -37,6 +37,7 @@ from forensics.report._shell import (
     kills,
     launches,
     ports_in,
+    ports_named,
     program,
     result_failed,
     result_status,
@@ -134,11 +135,15 @@ def _duplicate_launch(cs: CaseStudy, session: Session, incident: Incident) -> No
         if same:
             cs.mistake.append(S("At ", ref(turn), " the assistant sent the launch of ", what,
                                 " from ", ref(earlier), " again, unchanged."))
-        else:
+        elif old and new_cmd and program(old) == program(new_cmd):
             cs.mistake.append(S("At ", ref(turn), " the assistant started ", what, " again; "
                                 "the same kind of process had been started at ", ref(earlier),
+                                " with ", code(shorten(strip_env(old), 200)), "."))
+        else:
+            cs.mistake.append(S("At ", ref(turn), " the assistant started ", what, " while the "
+                                "process it had started at ", ref(earlier),
                                 *([" with ", code(shorten(strip_env(old), 200))] if old else []),
-                                "."))
+                                " could still be running."))
         cs.mistake.append(S("Nothing between the two launches stopped the first one: no kill "
                             "aimed at it and no output showing it had exited, as far as the "
                             "transcript shows."))
@@ -179,13 +184,16 @@ def _duplicate_launch(cs: CaseStudy, session: Session, incident: Incident) -> No
                             "far as the transcript shows."))
     if new_call is not None:
         result = session.result_for(new_call)
+        ports = ports_in(new_cmd or "")
         if result is not None:
             lines = telling_lines(result.error or result.output, 2)
             cs.mistake.append(S("At ", ref(result), " the relaunch's result shows it ",
                                 result_status(result),
                                 *([": ", *joined_quotes(lines)] if lines else
                                   [" with no output"]), "."))
-        ports = ports_in(new_cmd or "")
+            if not ports:  # a conflict message names the port the command did not
+                ports = [(p, "named in the relaunch's output") for p in ports_named(
+                    result.error or result.output)][:1]
         if ports:
             port, how = ports[0]
             cs.mistake.append(S("Both compete for port ", code(port),
