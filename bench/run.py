@@ -15,6 +15,7 @@ Stages whose module is not there yet are listed as skipped, never fatal.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import platform
 import shutil
@@ -48,6 +49,8 @@ PLANS = {
     },
 }
 SEED = 20261130
+BATCH_REPEAT = 2
+"""Batch runs are the noisiest (two cores shared with whatever else runs): best of this many."""
 TIMEOUT = 600.0
 """Seconds a stage may take before it is killed and reported as such (``--timeout``)."""
 
@@ -58,7 +61,7 @@ def dataset(root: Path, name: str, sessions: int, turns: int, target_mb: float) 
     """The manifest of a generated dataset, generating it when missing or stale."""
     out = root / name
     params = {"sessions": sessions, "turns": turns, "target_mb": target_mb, "seed": SEED,
-              "generator": (BENCH / "generate.py").stat().st_mtime_ns}
+              "generator": hashlib.blake2b((BENCH / "generate.py").read_bytes()).hexdigest()}
     stamp = out / "params.json"
     if stamp.is_file() and orjson.loads(stamp.read_bytes()) == params:
         return orjson.loads((out / "planted.json").read_bytes())
@@ -225,6 +228,7 @@ def machine() -> dict:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True, cwd=REPO).stdout.strip()
     return {"cpu": cpu or platform.processor(), "cores": os.cpu_count(),
+            "load_avg_1m": round(os.getloadavg()[0], 2),
             "python": platform.python_version(), "orjson": orjson.__version__,
             "platform": platform.platform(), "commit": commit,
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
@@ -234,7 +238,6 @@ def row(dataset: str, stage: str, r: dict, nbytes: int, turns: int, floor_s: flo
     if "skipped" in r or "error" in r:
         return {"dataset": dataset, "stage": stage, "note": r.get("skipped") or r["error"]}
     wall = r["wall_s"]
-    turns = r.get("turns") or turns
     out = {"dataset": dataset, "stage": stage, "wall_s": wall, "mb_s": nbytes / 1e6 / wall,
            "turns_s": turns / wall, "peak_rss_mb": r.get("peak_rss_mb"),
            "x_floor": wall / floor_s if floor_s else None, "raw": r}
@@ -258,6 +261,7 @@ def measure(plan: dict, root: Path, repeat: int, workers: int) -> dict:
             groups = ([(f"{name}/{fmt}", [f for f in m["files"] if f["format"] == fmt])
                        for fmt in FORMATS] if role == "long" else [(name, m["files"])])
             all_incidents: list[dict] = []
+            scanned = True
             for label, files in groups:
                 paths = [str(base / f["file"]) for f in files]
                 nbytes = sum(f["bytes"] for f in files)
@@ -267,12 +271,15 @@ def measure(plan: dict, root: Path, repeat: int, workers: int) -> dict:
                       file=sys.stderr, flush=True)
                 floor = best_of(reps, lambda: run_stage("floor", paths, tmp))
                 floor_s = floor.get("wall_s")
+                ingest = best_of(reps, lambda: run_stage("ingest", paths, tmp))
+                # turns/s counts the turns the readers produce, the same number for every stage
+                nturns = ingest.get("turns") or nturns
                 rows.append(row(label, "floor", floor, nbytes, nturns, floor_s))
-                rows.append(row(label, "ingest", best_of(reps, lambda: run_stage(
-                    "ingest", paths, tmp)), nbytes, nturns, floor_s))
+                rows.append(row(label, "ingest", ingest, nbytes, nturns, floor_s))
                 inc = tmp / "incidents.json"
                 scan = best_of(reps, lambda: run_stage("scan", paths, tmp, inc))
                 rows.append(row(label, "scan", scan, nbytes, nturns, floor_s))
+                scanned = scanned and "wall_s" in scan
                 if inc.exists():
                     all_incidents.extend(orjson.loads(inc.read_bytes()))
                     inc.unlink()
@@ -281,9 +288,11 @@ def measure(plan: dict, root: Path, repeat: int, workers: int) -> dict:
                         "report", paths, tmp)), nbytes, nturns, floor_s))
                 else:
                     for w in (1, workers):
-                        r = {"skipped": no_batch} if no_batch else run_batch(base, w, tmp)
+                        r = {"skipped": no_batch} if no_batch else best_of(
+                            BATCH_REPEAT, lambda: run_batch(base, w, tmp))
                         rows.append(row(label, f"batch -w{w}", r, nbytes, nturns, floor_s))
-            checks[name] = check_planted(m, all_incidents, rules) if rules else {}
+            if rules and scanned:
+                checks[name] = check_planted(m, all_incidents, rules)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return {"machine": machine(), "rows": rows, "planted": checks, "rules": rules,
@@ -322,6 +331,10 @@ def summary(result: dict) -> str:
         f"{k}: {v['sessions']} sessions, {v['turns']:,} turns, {v['bytes'] / 1e6:,.0f} MB "
         f"(largest file {v['largest_bytes'] / 1e6:.1f} MB)" for k, v in ds.items()))
     s = result["startup"]
+    mc = result["machine"]
+    out.append(f"machine: {mc['cpu']}, {mc['cores']} cores, Python {mc['python']}, orjson "
+               f"{mc['orjson']}, commit {mc['commit']}, load average "
+               f"{mc.get('load_avg_1m_before', '?')} before / {mc['load_avg_1m']} after")
     out.append(f"startup (best of 5): forensics --help {s['help_s']:.3f} s; forensics scan "
                f"<{s['small_file_bytes'] // 1000} KB session> {s['scan_small_s']:.3f} s; "
                f"bare python {s['python_s']:.3f} s")
@@ -338,6 +351,9 @@ def summary(result: dict) -> str:
     out.append("")
     if not result["rules"]:
         out.append("planted-incident check: rules not available yet")
+    for name in ds:
+        if name not in result["planted"] and result["rules"] and name != "small":
+            out.append(f"planted check {name}: not run (the scan stage did not finish)")
     for name, check in result["planted"].items():
         parts = []
         for rule, c in check.items():
@@ -366,7 +382,9 @@ def main(argv: list[str] | None = None) -> None:
     global TIMEOUT
     TIMEOUT = args.timeout or (120.0 if args.quick else 600.0)
     plan = PLANS["quick" if args.quick else "full"]
+    load_before = os.getloadavg()[0]
     result = measure(plan, args.data, args.repeat, args.workers)
+    result["machine"]["load_avg_1m_before"] = round(load_before, 2)
     result["plan"] = "quick" if args.quick else "full"
     print(summary(result))
     if args.json:
