@@ -237,7 +237,8 @@ def _reason(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _clean(member: str) -> str:
+def clean_member(member: str) -> str:
+    """A member name as outputs show it: no leading ``./`` or ``/``."""
     while member.startswith("./"):
         member = member[2:]
     return member.lstrip("/")
@@ -250,7 +251,7 @@ def _zip_entries(path: Path) -> list[tuple[str, Blob, str]]:
         if info.is_dir():
             continue
         blob = Blob("zip", str(path), member=info.filename, size=info.file_size)
-        out.append((_clean(info.filename), blob, f"crc:{info.CRC:08x}:{info.file_size}"))
+        out.append((clean_member(info.filename), blob, f"crc:{info.CRC:08x}:{info.file_size}"))
     zf.close()
     return out
 
@@ -265,7 +266,7 @@ def _tar_entries(path: Path) -> list[tuple[str, Blob, str]]:
             blob = Blob("tar", str(path), member=info.name, offset=info.offset_data,
                         size=info.size)
             stamp = f"tar:{st.st_size}:{st.st_mtime_ns}:{info.offset_data}:{info.size}"
-            out.append((_clean(info.name), blob, stamp))
+            out.append((clean_member(info.name), blob, stamp))
     return out
 
 
@@ -298,7 +299,7 @@ def _stream_tar_entries(path: Path, compression: str,
             for info in tf:
                 if not info.isfile():
                     continue
-                name = _clean(info.name)
+                name = clean_member(info.name)
                 if not _wanted(name):
                     continue
                 fh = tf.extractfile(info)

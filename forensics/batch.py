@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from forensics.archive import MemberTree, Problem, Unit, iter_units
+from forensics.archive import MemberTree, Problem, Unit, clean_member, iter_units
 from forensics.config import Config
 from forensics.errors import IngestError
 from forensics.frame import (
@@ -140,7 +140,8 @@ def read_unit(unit: Unit, *, known_hash: str | None = None) -> UnitRead:
     seen: set[str] = set()
     for blob, data in zip(unit.databases, dbs):
         try:
-            for s in ingest.read_bytes(data, source=f"{blob.path}!{blob.member}"):
+            source = f"{blob.path}!{clean_member(blob.member)}"
+            for s in ingest.read_bytes(data, source=source):
                 seen.add(s.id)
                 sessions.append(s)
         except IngestError as exc:
@@ -172,6 +173,9 @@ _worker: dict[str, Any] = {}
 
 def _init_worker(config: Config, cases_dir: str | None) -> None:
     """Once per process: resolve the rules (imports every rule module) and keep the config."""
+    from forensics.archive import _zip
+
+    _zip.cache_clear()  # a forked worker must not share the parent's open zip file offsets
     _worker["config"] = config
     _worker["rules"] = config.rules()
     _worker["cases_dir"] = cases_dir
@@ -362,7 +366,9 @@ def _run_pool(items: Iterator[tuple[Unit, str | None]], total: int | None, worke
               take: Callable[[UnitOutcome], None]) -> None:
     """Chunks of units to a process pool, with a bounded number in flight (a compressed tar's
     member bytes wait in memory only while their chunk is queued)."""
-    size = 8 if total is None else max(1, min(32, total // (workers * 8) or 1))
+    # Small chunks: a session takes tens of milliseconds, a chunk's round trip far less, and
+    # small chunks keep both workers busy to the end.
+    size = 4 if total is None else max(1, min(8, total // (workers * 16)))
     in_flight: set[Future] = set()
     limit = workers * 4
     with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(),

@@ -60,10 +60,12 @@ def build_folder(root: Path) -> Path:
         sub = src / p.parent.name
         sub.mkdir(exist_ok=True)
         if p.is_dir():
-            shutil.copytree(p, sub / p.name)
+            shutil.copytree(p, sub / p.name, dirs_exist_ok=True)
         elif p.suffix == ".sql":
-            data_dir = sub / f"{p.stem}_data"
-            data_dir.mkdir()
+            # Beside a storage tree when there is one: an opencode data dir with both.
+            trees = [d for d in _session_fixtures() if d.is_dir() and d.parent == p.parent]
+            data_dir = sub / (trees[0].name if trees else f"{p.stem}_data")
+            data_dir.mkdir(exist_ok=True)
             con = sqlite3.connect(data_dir / "opencode.db")
             con.executescript(p.read_text(encoding="utf-8"))
             con.commit()
