@@ -129,9 +129,13 @@ class MemberTree:
         return self._files[rel].read()
 
 
-def iter_units(paths: Iterable[str | os.PathLike[str]],
-               problems: list[Problem]) -> Iterator[Unit]:
-    """Every unit under ``paths``, in a stable order; unlistable inputs go to ``problems``."""
+def iter_units(paths: Iterable[str | os.PathLike[str]], problems: list[Problem], *,
+               exclude: Iterable[str | os.PathLike[str]] = ()) -> Iterator[Unit]:
+    """Every unit under ``paths``, in a stable order; unlistable inputs go to ``problems``.
+
+    Folders in ``exclude`` (a batch's own output folder) are not walked.
+    """
+    skip = {os.path.realpath(e) for e in exclude}
     for p in paths:
         path = Path(p)
         if not path.exists() and "!" in str(p):
@@ -139,7 +143,7 @@ def iter_units(paths: Iterable[str | os.PathLike[str]],
         elif not path.exists():
             problems.append(Problem(str(path), "no such file or folder"))
         elif path.is_dir():
-            yield from _walk(path, problems)
+            yield from _walk(path, problems, skip)
         elif is_archive(path.name):
             yield from archive_units(path, problems)
         else:
@@ -171,7 +175,9 @@ def _disk_unit(f: Path) -> Unit:
     return Unit(label=str(f), kind="file", blob=Blob("disk", str(f)), stamp=stamp)
 
 
-def _walk(root: Path, problems: list[Problem]) -> Iterator[Unit]:
+def _walk(root: Path, problems: list[Problem], skip: set[str]) -> Iterator[Unit]:
+    if os.path.realpath(root) in skip:
+        return
     if is_opencode_tree(root):
         yield _opencode_dir(root)
         return
@@ -182,6 +188,8 @@ def _walk(root: Path, problems: list[Problem]) -> Iterator[Unit]:
         keep = []
         for d in dirs:
             sub = here / d
+            if skip and os.path.realpath(sub) in skip:
+                continue
             if is_opencode_tree(sub) and not (d == "storage" and is_opencode_tree(here)):
                 yield _opencode_dir(sub)
             else:

@@ -295,7 +295,8 @@ def default_workers() -> int:
 def collect(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = None,
             config: Config | None = None, progress: bool = False,
             known: dict[str, dict[str, str]] | None = None,
-            cases_dir: str | None = None) -> Collected:
+            cases_dir: str | None = None,
+            exclude: Sequence[str | os.PathLike[str]] = ()) -> Collected:
     """Read and scan every unit under ``paths``; nothing is written.
 
     ``known`` maps a unit label to its previous ``{"hash", "stamp"}``: units with an unchanged
@@ -307,7 +308,7 @@ def collect(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = No
     out = Collected(workers=workers)
     bar = Progress(progress)
     start = time.monotonic()
-    units = iter_units(paths, out.problems)
+    units = iter_units(paths, out.problems, exclude=exclude)
     # A list when listing is cheap (folders, zip, plain tar) gives the bar a total; compressed
     # tars stream, so their units stay a generator and the total is unknown.
     if not any(_streams(p) for p in paths):
@@ -511,8 +512,7 @@ def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
     collected = collect(paths, workers=workers, config=config,
                         progress=progress and (sys.stderr.isatty()
                                                or os.environ.get("FORENSICS_PROGRESS") == "1"),
-                        known=known,
-                        cases_dir=cases_dir)
+                        known=known, cases_dir=cases_dir, exclude=[out])
     return write_outputs(collected, out, key=key, rescanned_all=full or not known)
 
 

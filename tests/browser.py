@@ -86,6 +86,7 @@ def console_errors(page: Path, *, timeout: float = 90.0) -> list[str]:
         session = _reply(pipe, deadline)["result"]["sessionId"]
         for method in ("Runtime.enable", "Log.enable", "Page.enable"):
             pipe.send(method, session=session)
+            _reply(pipe, deadline)  # enabled before navigating, or early events are lost
         pipe.send("Page.navigate", {"url": page.resolve().as_uri()}, session=session)
         loaded = False
         settle = None
@@ -96,7 +97,7 @@ def console_errors(page: Path, *, timeout: float = 90.0) -> list[str]:
                     break
                 raise TimeoutError(f"{page} did not load in {timeout:.0f}s")
             method, params = msg.get("method"), msg.get("params", {})
-            if method == "Page.loadEventFired":
+            if method in ("Page.loadEventFired", "Page.frameStoppedLoading"):
                 loaded = True
                 settle = time.monotonic() + 0.5  # late errors (deferred loads) still count
             elif method == "Runtime.exceptionThrown":

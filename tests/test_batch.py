@@ -347,3 +347,11 @@ def test_progress_line(capsys):
     line = buf.getvalue()
     assert line.startswith("\r5/10 sources · 7 sessions · 3 incidents · ")
     assert line.endswith("sessions/s\n")
+
+
+def test_output_folder_inside_the_input_is_not_scanned(inputs, tmp_path):
+    folder = tmp_path / "tree"
+    shutil.copytree(inputs["folder"], folder)
+    first = run_batch([folder], folder / "report", workers=1, progress=False)
+    again = run_batch([folder], folder / "report", workers=1, progress=False)
+    assert again.sources == first.sources and len(again.errors) == len(first.errors) == 1
