@@ -355,3 +355,18 @@ def test_output_folder_inside_the_input_is_not_scanned(inputs, tmp_path):
     first = run_batch([folder], folder / "report", workers=1, progress=False)
     again = run_batch([folder], folder / "report", workers=1, progress=False)
     assert again.sources == first.sources and len(again.errors) == len(first.errors) == 1
+
+
+def test_incidents_link_to_their_case_studies(batches):
+    from forensics import cases
+
+    if not cases.available():
+        pytest.skip("the case-study reporter is not installed")
+    for kind, (_summary, out) in batches.items():
+        incidents = pl.read_parquet(out / "incidents.parquet")
+        assert incidents["case"].null_count() == 0, kind
+        for row in incidents.iter_rows(named=True):
+            page = out / row["case"]
+            assert page.is_file() and page.name.startswith(f"{row['code']}-"), row["case"]
+        html = (out / "index.html").read_text(encoding="utf-8")
+        assert f'href="{incidents["case"][0]}"' in html
