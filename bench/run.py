@@ -132,8 +132,9 @@ import json, resource, subprocess, sys, time
 t = time.perf_counter()
 p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 wall = time.perf_counter() - t
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"wall_s": wall, "rc": p.returncode, "stderr": p.stderr[-400:],
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+                  "cpu_s": r.ru_utime + r.ru_stime, "peak_rss_mb": r.ru_maxrss / 1024}))
 """
 
 
@@ -238,7 +239,8 @@ def row(dataset: str, stage: str, r: dict, nbytes: int, turns: int, floor_s: flo
     if "skipped" in r or "error" in r:
         return {"dataset": dataset, "stage": stage, "note": r.get("skipped") or r["error"]}
     wall = r["wall_s"]
-    out = {"dataset": dataset, "stage": stage, "wall_s": wall, "mb_s": nbytes / 1e6 / wall,
+    out = {"dataset": dataset, "stage": stage, "wall_s": wall, "cpu_s": r.get("cpu_s"),
+           "mb_s": nbytes / 1e6 / wall,
            "turns_s": turns / wall, "peak_rss_mb": r.get("peak_rss_mb"),
            "x_floor": wall / floor_s if floor_s else None, "raw": r}
     if "render_s" in r:
@@ -281,7 +283,8 @@ def measure(plan: dict, root: Path, repeat: int, workers: int) -> dict:
                 rows.append(row(label, "scan", scan, nbytes, nturns, floor_s))
                 scanned = scanned and "wall_s" in scan
                 if inc.exists():
-                    all_incidents.extend(orjson.loads(inc.read_bytes()))
+                    with open(inc, "rb") as fh:
+                        all_incidents.extend(orjson.loads(line) for line in fh)
                     inc.unlink()
                 if role == "long":
                     rows.append(row(label, "report", best_of(reps, lambda: run_stage(
@@ -311,15 +314,17 @@ def startup_small(root: Path) -> dict:
 # --- output ------------------------------------------------------------------------------------
 
 def table(result: dict) -> str:
-    lines = ["| dataset | stage | wall s | MB/s | turns/s | peak RSS MB | × floor |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+    lines = ["| dataset | stage | wall s | CPU s | MB/s | turns/s | peak RSS MB | × floor |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in result["rows"]:
         if "wall_s" not in r:
-            lines.append(f"| {r['dataset']} | {r['stage']} | – | – | – | – | {r['note']} |")
+            lines.append(f"| {r['dataset']} | {r['stage']} | – | – | – | – | – | {r['note']} |")
             continue
         ratio = f"{r['x_floor']:.2f}" if r["x_floor"] else "–"
         rss = f"{r['peak_rss_mb']:.0f}" if r["peak_rss_mb"] else "–"
-        lines.append(f"| {r['dataset']} | {r['stage']} | {r['wall_s']:.2f} | {r['mb_s']:.0f} | "
+        cpu = f"{r['cpu_s']:.2f}" if r.get("cpu_s") is not None else "–"
+        lines.append(f"| {r['dataset']} | {r['stage']} | {r['wall_s']:.2f} | {cpu} | "
+                     f"{r['mb_s']:.0f} | "
                      f"{r['turns_s']:,.0f} | {rss} | {ratio} |")
     return "\n".join(lines)
 

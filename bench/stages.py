@@ -36,6 +36,14 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def cpu_s() -> float:
+    """User plus system CPU seconds of this process."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def floor(files: list[str]) -> dict:
     nbytes = records = 0
     loads = orjson.loads
@@ -71,25 +79,31 @@ def scan(files: list[str], incidents_out: str | None = None, render=None) -> dic
     from forensics.engine import scan_session
     from forensics.ingest import iter_sessions
 
-    sessions = turns = crashes = 0
-    found: list[dict] = []
+    sessions = turns = crashes = incidents = 0
     render_s = 0.0
     rendered = 0
+    # Incidents stream to a file (one JSON line each): holding them would add memory that
+    # grows with the archive and is not the scanner's.
+    sink = open(incidents_out, "wb") if incidents_out else None
     for f in files:
         for s in iter_sessions(f):
             sessions += 1
             turns += len(s.turns)
             result = scan_session(s)
             crashes += len(result.crashes)
-            found.extend({"session_id": i.session_id, "rule": i.rule, "code": i.code,
-                          "anchor": i.anchor, "source": i.source} for i in result.incidents)
+            incidents += len(result.incidents)
+            if sink:
+                sink.write(b"".join(orjson.dumps(
+                    {"session_id": i.session_id, "rule": i.rule, "code": i.code,
+                     "anchor": i.anchor, "source": i.source}) + b"\n"
+                    for i in result.incidents))
             if render is not None:
                 t = time.perf_counter()
                 rendered += len(render(result))
                 render_s += time.perf_counter() - t
-    if incidents_out:
-        Path(incidents_out).write_bytes(orjson.dumps(found))
-    out = {"sessions": sessions, "turns": turns, "incidents": len(found), "crashes": crashes}
+    if sink:
+        sink.close()
+    out = {"sessions": sessions, "turns": turns, "incidents": incidents, "crashes": crashes}
     if render is not None:
         out |= {"render_s": render_s, "rendered_chars": rendered}
     return out
@@ -133,6 +147,7 @@ def main() -> None:
         return
     rss_before = peak_rss_mb()
     gc.collect()
+    cpu = cpu_s()
     t = time.perf_counter()
     if stage == "floor":
         out = floor(files)
@@ -145,6 +160,7 @@ def main() -> None:
     else:
         raise SystemExit(f"unknown stage {stage!r}")
     out["wall_s"] = time.perf_counter() - t
+    out["cpu_s"] = cpu_s() - cpu
     out["rss_before_mb"] = rss_before
     out["peak_rss_mb"] = peak_rss_mb()
     print(orjson.dumps(out).decode())
