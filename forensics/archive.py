@@ -22,6 +22,7 @@ content (as ``forensics.ingest`` does), so a folder and an archive of it give th
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tarfile
 import zipfile
@@ -203,18 +204,25 @@ def _walk(root: Path, problems: list[Problem], skip: set[str]) -> Iterator[Unit]
                 yield _disk_unit(f)
 
 
+def opencode_dir_files(d: Path) -> list[Path]:
+    """The files of an opencode data dir the readers use: its ``storage/`` tree and its
+    ``opencode*.db`` (with ``-wal``), not logs or the snapshot repository beside them."""
+    storage = is_opencode_tree(d) or d
+    data_dir = storage.parent if storage.name == "storage" else d
+    files = [p for p in storage.rglob("*") if p.is_file()]
+    files += [p for p in data_dir.glob("opencode*.db*") if p.is_file()]
+    return sorted(set(files))
+
+
 def _opencode_dir(d: Path) -> Unit:
     parts = []
-    for dirpath, _dirs, names in os.walk(d):
-        for name in names:
-            try:
-                st = os.stat(os.path.join(dirpath, name))
-            except OSError:
-                continue
-            parts.append(f"{dirpath}/{name}:{st.st_size}:{st.st_mtime_ns}")
-    import hashlib
-
-    stamp = hashlib.blake2b("\n".join(sorted(parts)).encode(), digest_size=16).hexdigest()
+    for f in opencode_dir_files(d):
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        parts.append(f"{f}:{st.st_size}:{st.st_mtime_ns}")
+    stamp = hashlib.blake2b("\n".join(parts).encode(), digest_size=16).hexdigest()
     return Unit(label=str(d), kind="opencode-dir", path=str(d), stamp=stamp)
 
 

@@ -29,7 +29,14 @@ from typing import Any
 
 import orjson
 
-from forensics.archive import MemberTree, Problem, Unit, clean_member, iter_units
+from forensics.archive import (
+    MemberTree,
+    Problem,
+    Unit,
+    clean_member,
+    iter_units,
+    opencode_dir_files,
+)
 from forensics.config import Config
 from forensics.errors import IngestError
 from forensics.frame import (
@@ -121,9 +128,8 @@ def read_unit(unit: Unit, *, known_hash: str | None = None) -> UnitRead:
         return UnitRead(ingest.read_bytes(data, source=unit.label), digest)
     if unit.kind == "opencode-dir":
         root = Path(unit.path)
-        files = sorted(p for p in root.rglob("*") if p.is_file())
-        digest = _digest(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes()
-                         for p in files)
+        digest = _digest(str(p.relative_to(root.parent)).encode() + b"\0" + p.read_bytes()
+                         for p in opencode_dir_files(root))
         if digest == known_hash:
             return UnitRead(None, digest)
         sessions = list(ingest.iter_sessions(root, errors=errors))
