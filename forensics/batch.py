@@ -332,7 +332,11 @@ def collect(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = No
         bar.update(counts["done"], total, counts["sessions"], counts["incidents"])
 
     def pending() -> Iterator[tuple[Unit, str | None]]:
+        seen: set[str] = set()
         for unit in units:
+            if unit.label in seen:  # overlapping paths (a folder and its subfolder)
+                continue
+            seen.add(unit.label)
             prev = known.get(unit.label)
             if prev and unit.stamp is not None and prev.get("stamp") == unit.stamp:
                 take(UnitOutcome(label=unit.label, hash=prev.get("hash"), stamp=unit.stamp,

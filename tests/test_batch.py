@@ -370,3 +370,12 @@ def test_incidents_link_to_their_case_studies(batches):
             assert page.is_file() and page.name.startswith(f"{row['code']}-"), row["case"]
         html = (out / "index.html").read_text(encoding="utf-8")
         assert f'href="{incidents["case"][0]}"' in html
+
+
+def test_overlapping_paths_scan_each_source_once(inputs, tmp_path):
+    folder = inputs["folder"]
+    once = run_batch([folder], tmp_path / "a", workers=1, progress=False)
+    twice = run_batch([folder, folder / "ingest", folder], tmp_path / "b", workers=1,
+                      progress=False)
+    assert (twice.sources, twice.sessions, twice.incidents) == \
+        (once.sources, once.sessions, once.incidents)
