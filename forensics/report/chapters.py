@@ -87,13 +87,14 @@ def _empty_response(cs: CaseStudy, session: Session, incident: Incident) -> None
         status = result_status(failed)
         holder = pair[0] if pair else None
         if cmd and holder is not None and launches(cmd, pair[1]):
-            what: list[Piece | str] = ["the ", code(program(cmd)), " launch at ", ref(holder)]
+            subject: list[Piece | str] = ["the ", code(program(cmd)), " launch at ",
+                                          ref(holder)]
         elif cmd:
-            what = [code(shorten(strip_env(cmd), 160))]
+            subject = [code(shorten(strip_env(cmd), 160))]
         else:
-            what = [failed.name or "a tool call"]
+            subject = [failed.name or "a tool call"]
         cs.mistake.append(S(
-            "It came right after the result of ", *what,
+            "It came right after the result of ", *subject,
             *([" (result at ", ref(failed), ")"] if holder is not None and
               holder.ordinal != failed.ordinal and launches(cmd, pair[1]) else
               [" at ", ref(failed)]),
@@ -103,8 +104,9 @@ def _empty_response(cs: CaseStudy, session: Session, incident: Incident) -> None
             cs.mistake.append(S("Instead of saying what failed and what it would do next, the "
                                 "assistant ended its turn without a word."))
             cs.assumptions.append(S("That the failed call at ", ref(failed), " needed no "
-                                    "explanation: the transcript shows no reaction to it before "
-                                    "the user wrote again."))
+                                    "explanation: the transcript shows no reaction to it",
+                                    " before the user wrote again" if incident.severity == "high"
+                                    else "", "."))
         else:
             cs.mistake.append(S("The assistant ended its turn after that result without telling "
                                 "the user what it meant."))
