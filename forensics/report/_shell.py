@@ -25,11 +25,12 @@ _SERVER = re.compile(
     r"jupyter\s+(lab|notebook)|rails\s+s(erver)?\b|manage\.py\s+runserver|\bserve\b)")
 
 
-_KILL = re.compile(r"(^|[\s;&|(])(kill|pkill|killall|fuser\s+-k|docker\s+(stop|kill|rm\s+-f)|"
-                   r"docker[- ]compose\s+(down|stop)|tmux\s+kill-|Stop-Process|taskkill)\b")
+_KILL = re.compile(r"(^|[\s;&|(])((?:kill|pkill)(?!\s+-0\b)|killall|fuser\s+-k|"
+                   r"docker\s+(stop|kill|rm\s+-f)|docker[- ]compose\s+(down|stop)|tmux\s+kill-|"
+                   r"Stop-Process|taskkill)\b")
 
 
-_CHECK = re.compile(r"(^|[\s;&|(])(curl|wget|ss|lsof|netstat|ps|pgrep|nvidia-smi|"
+_CHECK = re.compile(r"(^|[\s;&|(])(curl|wget|ss|lsof|netstat|ps|pgrep|nvidia-smi|kill\s+-0|"
                     r"docker\s+ps|systemctl\s+status|tail|cat\s+\S+\.log|head)\b")
 
 

@@ -146,15 +146,25 @@ def _duplicate_launch(cs: CaseStudy, session: Session, incident: Incident) -> No
                                 "process it had started at ", ref(earlier),
                                 *([" with ", code(shorten(strip_env(old), 200))] if old else []),
                                 " could still be running."))
-        cs.mistake.append(S("Nothing between the two launches stopped the first one: no kill "
-                            "aimed at it and no output showing it had exited, as far as the "
-                            "transcript shows."))
+        between = [t for t in session.turns[earlier.ordinal: turn.ordinal - 1]]
+        kill_turns = [t for t in between if any(kills(c.command) for c in calls_of(t))]
+        if kill_turns:
+            k = kill_turns[-1]
+            cmd = next(c.command for c in calls_of(k) if kills(c.command))
+            cs.mistake.append(S("Between the two launches the assistant ran ",
+                                code(shorten(strip_env(cmd or ""), 160)), " at ", ref(k),
+                                ", but the finding treats the first process as still running "
+                                "after it: as far as the transcript shows, that kill did not "
+                                "reach it."))
+        else:
+            cs.mistake.append(S("Nothing between the two launches stopped the first one: no "
+                                "kill aimed at it and no output showing it had exited, as far "
+                                "as the transcript shows."))
         history = _launch_history(session, program(new_cmd) if new_cmd else "", turn.ordinal)
         if len(history) > 1:
             cs.mistake.append(S(f"It was launch number {len(history) + 1} of ",
                                 code(program(new_cmd or "")), " in the session: ",
                                 *_history_pieces(history), "."))
-        between = [t for t in session.turns[earlier.ordinal: turn.ordinal - 1]]
         users = [t for t in between if isinstance(t, UserTurn)]
         said: list[Piece | str] = []
         for u in users[-2:]:
