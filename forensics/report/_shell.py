@@ -108,8 +108,9 @@ def flags_in(command: str) -> list[str]:
     return _FLAG.findall(command)
 
 
-_CONFLICT_PORT = re.compile(r"(?:[Pp]ort|:)\s?(\d{2,5})\b[^\n]*?(?:in use|already allocated|"
-                            r"EADDRINUSE|failed)|(?:EADDRINUSE|in use|allocated)[^\n]*?:(\d{2,5})\b")
+_CONFLICT_PORT = re.compile(
+    r"(?:[Pp]ort|:)\s?(\d{2,5})\b[^\n]*?(?:in use|already allocated|EADDRINUSE|failed)"
+    r"|(?:EADDRINUSE|in use|allocated)[^\n]*?:(\d{2,5})\b")
 
 
 def ports_named(output: str) -> list[str]:
