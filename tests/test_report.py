@@ -22,7 +22,15 @@ from forensics.cli import app
 from forensics.engine import ScanResult, scan_session
 from forensics.model import AssistantTurn, ToolCall, ToolResultTurn, UserTurn, Session
 from forensics.report.redact import redact, secret_kinds
-from forensics.report._shell import ports_in, program, telling_lines
+from forensics.report._shell import (
+    checks,
+    kills,
+    ports_in,
+    ports_named,
+    program,
+    strip_env,
+    telling_lines,
+)
 from forensics.rules import registry
 from rulecases import build_case
 
@@ -208,6 +216,15 @@ def test_shell_knowledge() -> None:
     assert ports_in("python -m sglang.launch_server --tp 8") == [("30000", "default of sglang")]
     assert telling_lines("ok\nstarting\n/bin/bash: line 15: 54525 Killed  nohup x", 1) == [
         "/bin/bash: line 15: 54525 Killed nohup x"]
+    assert program('$exe = "C:\\Apps\\Godot.exe"; Start-Process -FilePath $exe') == "Godot.exe"
+    assert strip_env('export A=1 && cd web && npm run dev') == "npm run dev"
+    assert ports_named("Bind for 0.0.0.0:5432 failed: port is already allocated") == ["5432"]
+    assert ports_named("Port 5173 is in use, trying another one...") == ["5173"]
+    assert ports_named("all good on 8080") == []
+    assert kills("pkill -f sglang.launch_server") and kills("kill -9 4242")
+    assert not kills("kill -0 4242 && echo alive") and checks("kill -0 4242 && echo alive")
+    assert telling_lines("real output\n<system-reminder>not the tool's words</system-reminder>",
+                         1) == ["real output"]
 
 
 def test_report_command_writes_files(tmp_path: Path) -> None:
