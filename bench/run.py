@@ -38,12 +38,12 @@ from generate import FORMATS, generate  # noqa: E402
 PLANS = {
     # name: (sessions per format, turns per session (median in archives), target MB, role)
     "quick": {
-        "long": (1, 1_000, 0, "long"),
-        "archive-s": (20, 150, 0, "archive"),
-        "archive-l": (60, 150, 0, "archive"),
+        "long-1k": (1, 1_000, 0, "long"),
+        "archive-60": (20, 150, 0, "archive"),
+        "archive-180": (60, 150, 0, "archive"),
     },
     "full": {
-        "long": (1, 10_000, 0, "long"),
+        "long-10k": (1, 10_000, 0, "long"),
         "archive-1k": (334, 150, 0, "archive"),
         "archive-1g": (334, 150, 1100, "archive"),
     },
