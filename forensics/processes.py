@@ -35,6 +35,7 @@ from enum import Enum
 from typing import Any
 
 from forensics.model import AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn, UserTurn
+from forensics.shell import Pipeline, command_of, split_pipelines
 
 Clock = tuple[int, int, int]
 """Where something happened: (turn ordinal, call index, pipeline index within the script)."""
@@ -317,133 +318,7 @@ class Knowledge:
         return know
 
 
-# -- shell text --------------------------------------------------------------------------------
-
-@dataclass
-class Pipeline:
-    """One pipeline of a script (``|`` stages stay together) and whether ``&`` ended it."""
-
-    text: str
-    background: bool = False
-
-
-_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][\w-]*)\1")
-
-
-def _strip_heredocs(script: str) -> str:
-    if "<<" not in script:
-        return script
-    out: list[str] = []
-    ending: list[str] = []
-    for line in script.split("\n"):
-        if ending:
-            if line.strip() == ending[0]:
-                ending.pop(0)
-            continue
-        out.append(line)
-        ending.extend(m.group(2) for m in _HEREDOC.finditer(line))
-    return "\n".join(out)
-
-
-def split_pipelines(script: str) -> list[Pipeline]:
-    """Split a shell script into pipelines at ``;``, newlines, ``&&``, ``||`` and ``&``.
-
-    Quotes, ``$( … )``, backticks, comments and heredoc bodies are respected; ``2>&1``, ``&>``
-    and ``|&`` are redirections, not separators.
-    """
-    text = _strip_heredocs(script)
-    pipes: list[Pipeline] = []
-    buf: list[str] = []
-    quote = ""
-    depth = 0
-    i, n = 0, len(text)
-
-    def flush(background: bool = False) -> None:
-        chunk = "".join(buf).strip()
-        buf.clear()
-        chunk = _trim_grouping(chunk)
-        if chunk:
-            pipes.append(Pipeline(chunk, background))
-        elif background and pipes and not pipes[-1].background:
-            pipes[-1].background = True
-
-    while i < n:
-        c = text[i]
-        if quote:
-            buf.append(c)
-            if c == "\\" and quote == '"' and i + 1 < n:
-                buf.append(text[i + 1])
-                i += 2
-                continue
-            if c == quote:
-                quote = ""
-            i += 1
-            continue
-        if c in "'\"`":
-            quote = c
-            buf.append(c)
-        elif c == "\\" and i + 1 < n:
-            if text[i + 1] == "\n":
-                buf.append(" ")
-            else:
-                buf.append(c + text[i + 1])
-            i += 2
-            continue
-        elif c == "$" and i + 1 < n and text[i + 1] == "(":
-            depth += 1
-            buf.append("$(")
-            i += 2
-            continue
-        elif c == ")" and depth:
-            depth -= 1
-            buf.append(c)
-        elif depth:
-            buf.append(c)
-        elif c == "#" and (i == 0 or text[i - 1] in " \t\n;&|("):
-            while i < n and text[i] != "\n":
-                i += 1
-            continue
-        elif c in "\n;":
-            flush()
-        elif c == "&":
-            if i + 1 < n and text[i + 1] == "&":
-                flush()
-                i += 2
-                continue
-            prev = text[i - 1] if i else ""
-            nxt = text[i + 1] if i + 1 < n else ""
-            if prev in "<>|" or nxt == ">":
-                buf.append(c)
-            elif not "".join(buf).strip():
-                buf.append(c)  # PowerShell's call operator (`& $exe …`), not a background marker
-            else:
-                flush(background=True)
-        elif c == "|" and i + 1 < n and text[i + 1] == "|":
-            flush()
-            i += 2
-            continue
-        else:
-            buf.append(c)
-        i += 1
-    flush()
-    return pipes
-
-
-_KEYWORDS = re.compile(r"^(?:(?:if|elif|while|until|then|do|else|!|time)\s+)+")
-
-
-def _trim_grouping(chunk: str) -> str:
-    """Drop subshell / group brackets and leading shell keywords: ``(cmd &)``, ``then kill …``."""
-    chunk = _KEYWORDS.sub("", chunk.lstrip("({ \t"))
-    chunk = chunk.lstrip("({ \t")
-    while chunk and chunk[-1] in ")} \t":
-        if chunk[-1] == ")" and chunk.count(")") <= chunk.count("("):
-            break
-        if chunk[-1] == "}" and chunk.count("}") <= chunk.count("{"):
-            break
-        chunk = chunk[:-1]
-    return chunk.strip()
-
+# -- launches -------------------------------------------------------------------------------
 
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _WRAPPERS = {"nohup", "setsid", "exec", "time", "command", "builtin", "stdbuf", "caffeinate",
@@ -1271,39 +1146,6 @@ def _signature(launch: Launch) -> str:
 def _short(text: str, width: int = 80) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
-
-
-_SHELLISH = re.compile(r"bash|shell|exec|powershell|pwsh|terminal|command|cmd|monitor", re.I)
-_CODE_MODE = re.compile(r"exec_command\(\s*(\{.*?\})\s*\)", re.S)
-
-
-def command_of(call: ToolCall) -> str | None:
-    """The shell script a call runs: ``ToolCall.command``, else a ``cmd``/``command`` input."""
-    if call.command:
-        return call.command
-    if not _SHELLISH.search(call.name):
-        return None
-    for key in ("command", "cmd"):
-        value = call.input.get(key)
-        if isinstance(value, str) and value.strip():
-            return value
-        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-            if len(value) >= 3 and value[1] in ("-lc", "-c"):
-                return value[2]
-            return " ".join(shlex.quote(v) for v in value)
-    code = call.input.get("code") or call.input.get("input")
-    if isinstance(code, str) and "exec_command" in code:
-        import json
-        cmds = []
-        for m in _CODE_MODE.finditer(code):
-            try:
-                value = json.loads(m.group(1)).get("cmd")
-            except ValueError:
-                continue
-            if isinstance(value, str):
-                cmds.append(value)
-        return "\n".join(cmds) or None
-    return None
 
 
 def track(session: Session, know: Knowledge) -> list[Launch]:

@@ -1,56 +1,186 @@
-"""Just enough shell parsing to reason about commands agents run.
+"""Just enough shell to reason about the commands agents run.
 
-Not a shell parser: it splits a command line into simple commands at ``&&``, ``||``, ``;``, ``|``
-and newlines (outside quotes), and finds the program each one runs behind wrappers such as
-``sudo``, ``env FOO=1``, ``timeout 30`` or ``nohup``.
+Not a shell parser: it splits a script into pipelines at ``;``, newlines, ``&&``, ``||`` and
+``&`` (quotes, ``$( … )``, comments and heredoc bodies respected), splits pipelines into simple
+commands at ``|``, finds the program each one runs behind wrappers such as ``sudo``,
+``env FOO=1``, ``timeout 30`` or ``nohup``, and finds the script a tool call ran. The rules share
+it: duplicate-launch for launches and kills, ignored-tool-error for probes and retries.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import dataclass
 from functools import lru_cache
+
+from forensics.model import ToolCall
 
 WRAPPERS = frozenset({"sudo", "nohup", "setsid", "time", "nice", "exec", "command", "env",
                       "timeout", "stdbuf", "xvfb-run", "caffeinate", "doas", "unbuffer"})
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_SPLIT = re.compile(r"(\|\||&&|[;|\n])")
+
+
+@dataclass
+class Pipeline:
+    """One pipeline of a script (``|`` stages stay together) and whether ``&`` ended it."""
+
+    text: str
+    background: bool = False
+
+
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][\w-]*)\1")
+
+
+def _strip_heredocs(script: str) -> str:
+    if "<<" not in script:
+        return script
+    out: list[str] = []
+    ending: list[str] = []
+    for line in script.split("\n"):
+        if ending:
+            if line.strip() == ending[0]:
+                ending.pop(0)
+            continue
+        out.append(line)
+        ending.extend(m.group(2) for m in _HEREDOC.finditer(line))
+    return "\n".join(out)
+
+
+def split_pipelines(script: str) -> list[Pipeline]:
+    """Split a shell script into pipelines at ``;``, newlines, ``&&``, ``||`` and ``&``.
+
+    Quotes, ``$( … )``, backticks, comments and heredoc bodies are respected; ``2>&1``, ``&>``
+    and ``|&`` are redirections, not separators.
+    """
+    text = _strip_heredocs(script)
+    pipes: list[Pipeline] = []
+    buf: list[str] = []
+    quote = ""
+    depth = 0
+    i, n = 0, len(text)
+
+    def flush(background: bool = False) -> None:
+        chunk = "".join(buf).strip()
+        buf.clear()
+        chunk = _trim_grouping(chunk)
+        if chunk:
+            pipes.append(Pipeline(chunk, background))
+        elif background and pipes and not pipes[-1].background:
+            pipes[-1].background = True
+
+    while i < n:
+        c = text[i]
+        if quote:
+            buf.append(c)
+            if c == "\\" and quote == '"' and i + 1 < n:
+                buf.append(text[i + 1])
+                i += 2
+                continue
+            if c == quote:
+                quote = ""
+            i += 1
+            continue
+        if c in "'\"`":
+            quote = c
+            buf.append(c)
+        elif c == "\\" and i + 1 < n:
+            if text[i + 1] == "\n":
+                buf.append(" ")
+            else:
+                buf.append(c + text[i + 1])
+            i += 2
+            continue
+        elif c == "$" and i + 1 < n and text[i + 1] == "(":
+            depth += 1
+            buf.append("$(")
+            i += 2
+            continue
+        elif c == ")" and depth:
+            depth -= 1
+            buf.append(c)
+        elif depth:
+            buf.append(c)
+        elif c == "#" and (i == 0 or text[i - 1] in " \t\n;&|("):
+            while i < n and text[i] != "\n":
+                i += 1
+            continue
+        elif c in "\n;":
+            flush()
+        elif c == "&":
+            if i + 1 < n and text[i + 1] == "&":
+                flush()
+                i += 2
+                continue
+            prev = text[i - 1] if i else ""
+            nxt = text[i + 1] if i + 1 < n else ""
+            if prev in "<>|" or nxt == ">":
+                buf.append(c)
+            elif not "".join(buf).strip():
+                buf.append(c)  # PowerShell's call operator (`& $exe …`), not a background marker
+            else:
+                flush(background=True)
+        elif c == "|" and i + 1 < n and text[i + 1] == "|":
+            flush()
+            i += 2
+            continue
+        else:
+            buf.append(c)
+        i += 1
+    flush()
+    return pipes
+
+
+_KEYWORDS = re.compile(r"^(?:(?:if|elif|while|until|then|do|else|!|time)\s+)+")
+
+
+def _trim_grouping(chunk: str) -> str:
+    """Drop subshell / group brackets and leading shell keywords: ``(cmd &)``, ``then kill …``."""
+    chunk = _KEYWORDS.sub("", chunk.lstrip("({ \t"))
+    chunk = chunk.lstrip("({ \t")
+    while chunk and chunk[-1] in ")} \t":
+        if chunk[-1] == ")" and chunk.count(")") <= chunk.count("("):
+            break
+        if chunk[-1] == "}" and chunk.count("}") <= chunk.count("{"):
+            break
+        chunk = chunk[:-1]
+    return chunk.strip()
 
 
 @lru_cache(maxsize=4096)
 def split_commands(command: str) -> tuple[str, ...]:
-    """Simple commands of a command line, in order; quotes are respected."""
+    """Simple commands of a script, in order: its pipelines split at ``|``."""
+    out: list[str] = []
+    for pipe in split_pipelines(command):
+        out.extend(part for part in _split_pipe(pipe.text) if part)
+    return tuple(out)
+
+
+def _split_pipe(text: str) -> list[str]:
+    """Stages of one pipeline at unquoted ``|`` (``||`` was already split off)."""
+    if "|" not in text:
+        return [text.strip()]
     parts: list[str] = []
     buf: list[str] = []
-    quote: str | None = None
-    i, n = 0, len(command)
-    while i < n:
-        ch = command[i]
+    quote = ""
+    depth = 0
+    for i, c in enumerate(text):
         if quote:
-            buf.append(ch)
-            if ch == "\\" and quote == '"' and i + 1 < n:
-                buf.append(command[i + 1])
-                i += 1
-            elif ch == quote:
-                quote = None
-        elif ch in "'\"":
-            quote = ch
-            buf.append(ch)
-        elif ch == "\\" and i + 1 < n:
-            buf.append(command[i:i + 2])
-            i += 1
-        elif command.startswith(("&&", "||"), i):
-            parts.append("".join(buf))
+            if c == quote and text[i - 1] != "\\":
+                quote = ""
+        elif c in "'\"`":
+            quote = c
+        elif c == "(":
+            depth += 1
+        elif c == ")" and depth:
+            depth -= 1
+        elif c == "|" and not depth and text[i - 1:i] not in (">",) and text[i + 1:i + 2] != "&":
+            parts.append("".join(buf).strip())
             buf = []
-            i += 1
-        elif ch in ";|\n":
-            parts.append("".join(buf))
-            buf = []
-        else:
-            buf.append(ch)
-        i += 1
-    parts.append("".join(buf))
-    return tuple(p.strip() for p in parts if p.strip() and not p.strip().startswith("#"))
+            continue
+        buf.append(c)
+    parts.append("".join(buf).strip())
+    return parts
 
 
 def words(simple: str) -> list[str]:
@@ -79,3 +209,36 @@ def program(simple: str) -> tuple[str, tuple[str, ...]]:
             continue
         return base, tuple(toks[1:])
     return "", ()
+
+
+_SHELLISH = re.compile(r"bash|shell|exec|powershell|pwsh|terminal|command|cmd|monitor", re.I)
+_CODE_MODE = re.compile(r"exec_command\(\s*(\{.*?\})\s*\)", re.S)
+
+
+def command_of(call: ToolCall) -> str | None:
+    """The shell script a call runs: ``ToolCall.command``, else a ``cmd``/``command`` input."""
+    if call.command:
+        return call.command
+    if not _SHELLISH.search(call.name):
+        return None
+    for key in ("command", "cmd"):
+        value = call.input.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            if len(value) >= 3 and value[1] in ("-lc", "-c"):
+                return value[2]
+            return " ".join(shlex.quote(v) for v in value)
+    code = call.input.get("code") or call.input.get("input")
+    if isinstance(code, str) and "exec_command" in code:
+        import json
+        cmds = []
+        for m in _CODE_MODE.finditer(code):
+            try:
+                value = json.loads(m.group(1)).get("cmd")
+            except ValueError:
+                continue
+            if isinstance(value, str):
+                cmds.append(value)
+        return "\n".join(cmds) or None
+    return None

@@ -19,6 +19,7 @@ from forensics.findings import Finding
 from forensics.model import AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn, UserTurn
 from forensics.rules import rule
 from forensics.rules._walk import STOP_EVENTS
+from forensics.shell import command_of as _script_of
 from forensics.shell import program, split_commands
 from forensics.timeline import shorten
 
@@ -117,13 +118,7 @@ def _phrases(words: Sequence[str], *, prefix: bool = False) -> re.Pattern[str]:
 
 
 def command_of(call: ToolCall | None) -> str | None:
-    """The shell command a call ran, also for shell-like tools readers do not know."""
-    if call is None:
-        return None
-    if call.command:
-        return call.command
-    value = call.input.get("command") or call.input.get("cmd")
-    return value if isinstance(value, str) else None
+    return _script_of(call) if call is not None else None
 
 
 def _failure(result: ToolResultTurn, call: ToolCall | None, k: _Knowledge,
