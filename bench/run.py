@@ -256,6 +256,7 @@ def measure(plan: dict, root: Path, repeat: int, workers: int) -> dict:
     rules = available_rules()
     no_batch = batch_available()
     data: dict[str, dict] = {}
+    per_rule: dict[str, dict[str, float]] = {}
     try:
         for name, (sessions, turns, target_mb, role) in plan.items():
             data[name] = m = dataset(root, name, sessions, turns, target_mb)
@@ -289,6 +290,9 @@ def measure(plan: dict, root: Path, repeat: int, workers: int) -> dict:
                 if role == "long":
                     rows.append(row(label, "report", best_of(reps, lambda: run_stage(
                         "report", paths, tmp)), nbytes, nturns, floor_s))
+                    split = run_stage("rules", paths, tmp)
+                    if "rules_s" in split:
+                        per_rule[label] = split["rules_s"]
                 else:
                     for w in (1, workers):
                         r = {"skipped": no_batch} if no_batch else best_of(
@@ -299,6 +303,7 @@ def measure(plan: dict, root: Path, repeat: int, workers: int) -> dict:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return {"machine": machine(), "rows": rows, "planted": checks, "rules": rules,
+            "per_rule_s": per_rule,
             "startup": startup_small(root), "datasets": {
                 k: {"sessions": v["sessions"], "bytes": v["bytes"], "turns": v["turns"],
                     "largest_bytes": max(f["bytes"] for f in v["files"])}
@@ -333,8 +338,12 @@ def summary(result: dict) -> str:
     out = [table(result), ""]
     ds = result["datasets"]
     out.append("datasets: " + "; ".join(
-        f"{k}: {v['sessions']} sessions, {v['turns']:,} turns, {v['bytes'] / 1e6:,.0f} MB "
+        f"{k}: {v['sessions']} sessions, {v['turns']:,} turns generated, "
+        f"{v['bytes'] / 1e6:,.0f} MB "
         f"(largest file {v['largest_bytes'] / 1e6:.1f} MB)" for k, v in ds.items()))
+    for label, spent in result.get("per_rule_s", {}).items():
+        out.append(f"rules on {label}: " + ", ".join(
+            f"{k} {v * 1000:.0f} ms" for k, v in spent.items()))
     s = result["startup"]
     mc = result["machine"]
     out.append(f"machine: {mc['cpu']}, {mc['cores']} cores, Python {mc['python']}, orjson "

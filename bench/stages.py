@@ -12,6 +12,7 @@ the work. Stages build on each other, so each one's cost includes the ones befor
   incidents, so the run can check them against the planted ones.
 * ``report``: scan plus rendering each result as Markdown (``forensics.report``);
   ``render_s`` is the rendering alone.
+* ``rules``: seconds per rule on the ingested sessions, to see where a scan's time goes.
 
 A stage whose module does not exist yet prints ``{"skipped": "<why>"}``.
 """
@@ -109,6 +110,26 @@ def scan(files: list[str], incidents_out: str | None = None, render=None) -> dic
     return out
 
 
+def per_rule(files: list[str]) -> dict:
+    """Seconds each rule spends on the sessions (ingest excluded): where a scan's time goes."""
+    from forensics.config import Config
+    from forensics.ingest import iter_sessions
+
+    config = Config()
+    spent: dict[str, float] = {}
+    turns = 0
+    for f in files:
+        for s in iter_sessions(f):
+            turns += len(s.turns)
+            for spec in config.rules():
+                t = time.perf_counter()
+                for _ in spec.run(s, config.params_for(spec)):
+                    pass
+                key = f"{spec.code} {spec.slug}"
+                spent[key] = spent.get(key, 0.0) + time.perf_counter() - t
+    return {"turns": turns, "rules_s": spent}
+
+
 def renderer():
     """The report renderer, whichever shape it has today; None when there is none yet."""
     try:
@@ -132,7 +153,7 @@ def main() -> None:
     try:
         if stage in ("ingest", "scan", "report"):
             import forensics.ingest  # noqa: F401
-        if stage in ("scan", "report"):
+        if stage in ("scan", "report", "rules"):
             import forensics.engine  # noqa: F401
             from forensics.config import Config
 
@@ -157,6 +178,8 @@ def main() -> None:
         out = scan(files, incidents_out)
     elif stage == "report":
         out = scan(files, None, render) | {"renderer": how}
+    elif stage == "rules":
+        out = per_rule(files)
     else:
         raise SystemExit(f"unknown stage {stage!r}")
     out["wall_s"] = time.perf_counter() - t
