@@ -105,3 +105,32 @@ def test_reader_loads_generated_sessions_and_finds_the_anchors(archive, fmt):
             elif fmt != "codex":  # Codex has no assistant line for an empty turn
                 assert turn.kind == "assistant"
                 assert not turn.visible
+
+
+def test_planted_check_counts_found_exact_and_extra():
+    from run import check_planted
+
+    manifest = {"planted": [
+        {"file": "a.jsonl", "session_id": "s1", "rule": "empty-response", "anchor": "L5",
+         "block": ["L4", "L5", "L6"]},
+        {"file": "a.jsonl", "session_id": "s1", "rule": "user-resend", "anchor": "L9",
+         "block": ["L8", "L9"]},
+        {"file": "a.jsonl", "session_id": "s1", "rule": "duplicate-launch", "anchor": "L20",
+         "block": ["L20"]},
+    ]}
+    incidents = [
+        {"session_id": "s1", "rule": "empty-response", "anchor": "L5", "source": "a.jsonl"},
+        {"session_id": "s1", "rule": "user-resend", "anchor": "L8", "source": "a.jsonl"},
+        {"session_id": "s1", "rule": "user-resend", "anchor": "L30", "source": "a.jsonl"},
+        {"session_id": "s2", "rule": "duplicate-launch", "anchor": "L20", "source": "b.jsonl"},
+    ]
+    table = check_planted(manifest, incidents, ["empty-response", "user-resend",
+                                                "duplicate-launch"])
+    assert table["empty-response"] == {"planted": 1, "found": 1, "exact": 1, "extra": 0,
+                                       "missed": []}
+    assert (table["user-resend"]["found"], table["user-resend"]["exact"],
+            table["user-resend"]["extra"]) == (1, 0, 1)
+    assert table["user-resend"]["extra_examples"] == ["a.jsonl L30"]
+    # The right anchor in another session neither finds the plant nor hides as found.
+    assert (table["duplicate-launch"]["found"], table["duplicate-launch"]["extra"]) == (0, 1)
+    assert table["duplicate-launch"]["missed"] == ["a.jsonl L20"]
