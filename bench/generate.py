@@ -83,6 +83,8 @@ TOOL_MIX = (("shell", 0.42), ("read", 0.19), ("edit", 0.18), ("write", 0.09), ("
 TOOLS_PER_PROMPT = 6.0  # tool calls per user prompt: opencode 6.3, Claude 4.8, Codex 12.9
 MULTI_CALL_RATE = 0.15  # opencode replies with >1 tool part (q90 = 3 calls)
 HANDLED_FAILURE_RATE = 0.03  # shell calls that fail and are dealt with in the next reply
+PROGRESS_PER_SHELL = 2  # Claude Code bash_progress lines per Bash call (1,915 for ~1,000 calls)
+HOOK_PROGRESS_RATE = 0.5  # hook_progress lines per tool call (1,645 for 3,152 calls)
 TURNS_PER_PLANT_SET = 1000  # one plant of each rule per this many turns (at least one set)
 
 # --- Text --------------------------------------------------------------------------------------
@@ -587,6 +589,7 @@ class ClaudeWriter:
             # The mark goes on the first line of the message (the one a reader anchors on).
             plants.anchor(u, r.mark if i == 0 else None)
         for c, cid in zip(r.calls, ids):
+            self.progress(c, cid, line)
             failed = c.exit != 0
             content = f"Exit code {c.exit}\n{c.output}" if failed else c.output
             u = line({"type": "user",
@@ -595,6 +598,20 @@ class ClaudeWriter:
                            "is_error": failed}]},
                       "toolUseResult": self.tool_result(c, content)})
             plants.anchor(u)
+
+    def progress(self, c: Call, cid: str, line) -> None:
+        """``progress`` bookkeeping lines: a quarter of real Claude Code records, 9 % of bytes."""
+        ids = {"parentToolUseID": cid, "toolUseID": cid, "slug": "synthetic-bench"}
+        if c.kind == "shell":
+            for i in range(PROGRESS_PER_SHELL):
+                line({"type": "progress", **ids, "data": {
+                    "type": "bash_progress", "output": "", "fullOutput": "",
+                    "elapsedTimeSeconds": i + 1, "totalLines": 0, "totalBytes": 0,
+                    "taskId": f"{self.rng.getrandbits(36):09x}", "timeoutMs": 120000}})
+        if self.rng.random() < HOOK_PROGRESS_RATE:
+            line({"type": "progress", **ids, "data": {
+                "type": "hook_progress", "hookEvent": "PostToolUse",
+                "hookName": f"PostToolUse:{self.TOOL[c.kind]}", "command": "callback"}})
 
     @staticmethod
     def tool_input(c: Call) -> dict:
