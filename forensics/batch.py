@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -372,37 +373,97 @@ def _pool_context():
     return multiprocessing.get_context("spawn")
 
 
-def _run_pool(items: Iterator[tuple[Unit, str | None]], total: int | None, workers: int,
-              config: Config, cases_dir: str | None,
-              take: Callable[[UnitOutcome], None]) -> None:
+Item = tuple[Unit, "str | None"]
+
+
+def _run_pool(items: Iterator[Item], total: int | None, workers: int, config: Config,
+              cases_dir: str | None, take: Callable[[UnitOutcome], None]) -> None:
     """Chunks of units to a process pool, with a bounded number in flight (a compressed tar's
-    member bytes wait in memory only while their chunk is queued)."""
+    member bytes wait in memory only while their chunk is queued).
+
+    A worker that dies (killed, out of memory, a crash in native code) breaks the pool: the
+    units of the chunks lost with it are retried one per task in a new pool, and a unit that
+    kills a worker on its own is reported as failed. The batch goes on either way.
+    """
     # Small chunks: a session takes tens of milliseconds, a chunk's round trip far less, and
     # small chunks keep both workers busy to the end.
     size = 4 if total is None else max(1, min(8, total // (workers * 16)))
-    in_flight: set[Future] = set()
+    retry: list[Item] = []
+    while True:
+        lost = _pool_pass(items, retry, size, workers, config, cases_dir, take)
+        if not lost:
+            return
+        retry = []
+        for chunk, alone in lost:
+            if alone:
+                unit = chunk[0][0]
+                take(UnitOutcome(label=unit.label, stamp=unit.stamp, status="failed", errors=[
+                    _error_row(unit.label, unit.label, "the worker reading it died (killed or "
+                               "out of memory)", kind="crash")]))
+            else:
+                retry.extend(chunk)
+
+
+def _pool_pass(items: Iterator[Item], retry: list[Item], size: int, workers: int,
+               config: Config, cases_dir: str | None,
+               take: Callable[[UnitOutcome], None]) -> list[tuple[list[Item], bool]]:
+    """One pool's life: the retried units singly, then the rest in chunks. Returns the chunks
+    lost when a worker died (with whether each was a single retried unit), else []."""
+    in_flight: dict[Future, tuple[list[Item], bool]] = {}
     limit = workers * 4
+    broken = False
+
+    def drain(block_until: int) -> None:
+        nonlocal broken
+        while len(in_flight) > block_until and not broken:
+            done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+            for fut in done:
+                try:
+                    outcomes = fut.result()
+                except BrokenProcessPool:
+                    broken = True
+                    continue
+                del in_flight[fut]
+                for outcome in outcomes:
+                    take(outcome)
+
     with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(),
                              initializer=_init_worker, initargs=(config, cases_dir)) as pool:
-        chunk: list[tuple[Unit, str | None]] = []
+        def submit(chunk: list[Item], alone: bool) -> None:
+            try:
+                in_flight[pool.submit(_process_chunk, chunk)] = (chunk, alone)
+            except BrokenProcessPool:
+                in_flight[_lost()] = (chunk, alone)
 
-        def drain(block_until: int) -> None:
-            nonlocal in_flight
-            while len(in_flight) > block_until:
-                done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    for outcome in fut.result():
-                        take(outcome)
-
-        for item in items:
+        untried: list[Item] = []
+        for i, item in enumerate(retry):  # one at a time: a unit that kills its worker is known
+            submit([item], True)
+            drain(0)
+            if broken:
+                untried = retry[i + 1:]
+                break
+        chunk: list[Item] = []
+        for item in items if not broken else ():
             chunk.append(item)
             if len(chunk) >= size:
-                in_flight.add(pool.submit(_process_chunk, chunk))
+                submit(chunk, False)
                 chunk = []
                 drain(limit)
+                if broken:
+                    break
         if chunk:
-            in_flight.add(pool.submit(_process_chunk, chunk))
+            submit(chunk, False)
         drain(0)
+    if not broken:
+        return []
+    # Retried units not reached before the pool broke go to the next pool, still to retry.
+    return list(in_flight.values()) + [([item], False) for item in untried]
+
+
+def _lost() -> Future:
+    fut: Future = Future()
+    fut.set_exception(BrokenProcessPool("pool already broken"))
+    return fut
 
 
 # -- writing OUT --------------------------------------------------------------------------------

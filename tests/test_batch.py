@@ -379,3 +379,28 @@ def test_overlapping_paths_scan_each_source_once(inputs, tmp_path):
                       progress=False)
     assert (twice.sources, twice.sessions, twice.incidents) == \
         (once.sources, once.sessions, once.incidents)
+
+
+def test_a_worker_that_dies_costs_only_its_own_source(inputs, tmp_path, monkeypatch):
+    """A source that kills its worker (out of memory, a native crash) is reported as failed; the
+    sources that were in flight with it are retried and scanned."""
+    import multiprocessing
+    import os
+
+    import forensics.batch as batch
+
+    healthy = run_batch([inputs["folder"]], tmp_path / "ok", workers=1, progress=False)
+    real = batch._process
+
+    def deadly(unit, known):
+        if unit.label.endswith("codex_basic.jsonl"):
+            os._exit(9)
+        return real(unit, known)
+
+    # Forked workers inherit the patched function (spawned ones would re-import the module).
+    monkeypatch.setattr(batch, "_pool_context", lambda: multiprocessing.get_context("fork"))
+    monkeypatch.setattr(batch, "_process", deadly)
+    summary = run_batch([inputs["folder"]], tmp_path / "out", workers=2, progress=False)
+    died = [(where, why) for where, why in summary.errors if "worker" in why]
+    assert len(died) == 1 and died[0][0].endswith("codex_basic.jsonl")
+    assert summary.sessions == healthy.sessions - 1
