@@ -171,6 +171,10 @@ def _disk_unit(f: Path) -> Unit:
     try:
         st = f.stat()
         stamp = f"{st.st_size}:{st.st_mtime_ns}"
+        wal = Path(f"{f}-wal")
+        if f.suffix == ".db" and wal.exists():  # new rows may live only in the WAL
+            st = wal.stat()
+            stamp += f":wal:{st.st_size}:{st.st_mtime_ns}"
     except OSError:
         stamp = None
     return Unit(label=str(f), kind="file", blob=Blob("disk", str(f)), stamp=stamp)

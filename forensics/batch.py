@@ -112,7 +112,10 @@ def read_unit(unit: Unit, *, known_hash: str | None = None) -> UnitRead:
             raise IngestError(unit.label, exc.strerror or str(exc)) from None
         except Exception as exc:  # zip CRC errors, truncated tar members
             raise IngestError(unit.label, f"cannot read archive member: {exc}") from None
-        digest = _digest([data])
+        wal = Path(f"{unit.blob.path}-wal") if unit.blob.where == "disk" else None
+        extra = [wal.read_bytes()] if wal is not None and data.startswith(SQLITE_MAGIC) \
+            and wal.is_file() else []
+        digest = _digest([data, *extra])
         if digest == known_hash:
             return UnitRead(None, digest)
         name = unit.blob.name
