@@ -452,3 +452,28 @@ def test_write_reports_order_is_a_contract(tmp_path: Path) -> None:
     for i, inc in enumerate(result.incidents):
         assert per_incident[2 * i] == f"{inc.code}-{inc.anchor}.md"
         assert per_incident[2 * i + 1] == f"{inc.code}-{inc.anchor}.html"
+
+
+def test_cli_redacts_unless_told_not_to(tmp_path: Path) -> None:
+    """A secret typed into a real transcript is hidden by `report` and `scan --format html`,
+    and kept with --no-redact."""
+    import json
+
+    key = "sk-ant-api03-" + "Qw7" * 12
+    doc = json.loads((FIXTURES / "ingest" / "opencode_export_v1.json").read_text("utf-8"))
+    user = next(m for m in doc["messages"] if m["info"]["role"] == "user")
+    part = next(p for p in user["parts"] if p.get("type") == "text" and not p.get("synthetic"))
+    part["text"] += f" my key is {key}"
+    src = tmp_path / "with-secret.json"
+    src.write_text(json.dumps(doc), encoding="utf-8")
+    runner = CliRunner()
+    res = runner.invoke(app, ["report", str(src), "-o", str(tmp_path / "red")])
+    assert res.exit_code == 1, res.output
+    pages = [p.read_text("utf-8") for p in (tmp_path / "red").rglob("*") if p.is_file()]
+    assert pages and not any(key in page for page in pages)
+    assert any("[REDACTED:anthropic-key]" in page for page in pages)
+    res = runner.invoke(app, ["report", str(src), "-o", str(tmp_path / "raw"), "--no-redact"])
+    assert res.exit_code == 1
+    assert any(key in p.read_text("utf-8") for p in (tmp_path / "raw").rglob("*.md"))
+    html = runner.invoke(app, ["scan", str(src), "--format", "html"])
+    assert html.exit_code == 1 and key not in html.output
