@@ -47,14 +47,16 @@ def _dealt_elsewhere(session: Session, turn: AssistantTurn) -> bool:
 
 
 def _completed_silently(session: Session, event: EventTurn) -> bool:
-    """A Codex turn_complete whose last act was a tool result, not a reply."""
+    """A Codex turn_complete with no reply since the user's message or the last tool result."""
     last = event.detail.get("last_agent_message")
     if isinstance(last, str) and last.strip():
         return False
     for prev in reversed(session.turns[: event.ordinal - 1]):
         if isinstance(prev, EventTurn) and prev.event not in STOP_EVENTS:
             continue
-        return isinstance(prev, ToolResultTurn) and not prev.aborted
+        if isinstance(prev, ToolResultTurn):
+            return not prev.aborted
+        return isinstance(prev, UserTurn)
     return False
 
 

@@ -137,6 +137,9 @@ def reply_status(session: Session, asked: UserTurn, until: UserTurn) -> tuple[Re
     if errors and not any(t.ordinal > errors[-1].ordinal for t in visible):
         return "error", [errors[-1].ordinal]
     if not replies:
+        closed = [t for t in window if isinstance(t, EventTurn) and t.event == "turn_complete"]
+        if closed:  # Codex: the harness closed the turn and nothing was said
+            return "empty", [closed[0].ordinal]
         return "none", []
     if not visible:
         return "empty", [replies[-1].ordinal]
