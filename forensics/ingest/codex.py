@@ -114,7 +114,6 @@ NOTIFICATION_PREFIX = "<subagent_notification>"
 
 _HEADER_EXIT = re.compile(r"^(?:Exit code:|Process exited with code) (-?\d+)\s*$", re.M)
 _HEADER_WALL = re.compile(r"^Wall time: ([0-9.]+) seconds", re.M)
-_WS = re.compile(r"\s+")
 
 EVENT_TEXT_CHARS = 4000
 
@@ -128,7 +127,7 @@ def read_stream(stream: BinaryIO, source: str) -> list[Session]:
 
 
 def _norm(text: str) -> str:
-    return _WS.sub(" ", text).strip()
+    return " ".join(text.split())
 
 
 def _short(text: str) -> str:
@@ -480,7 +479,7 @@ class _Reader:
         self._close_step()
         call_id = item.get("call_id") if isinstance(item.get("call_id"), str) else ""
         parsed = _parse_output(item.get("output"))
-        head = parsed["output"].lstrip()[:300]
+        head = parsed["output"][:1000].lstrip()[:300]
         aborted = "aborted by user" in head
         timed_out = "command timed out" in head.lower()
         existing = self.results.get(call_id) if call_id else None

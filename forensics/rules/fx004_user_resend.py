@@ -41,6 +41,7 @@ def user_resend(
     templates = [re.compile(p) for p in template_patterns]
     users = [t for t in session.turns if isinstance(t, UserTurn)]
     keys = [_key(u, templates) for u in users]
+    pairs: dict[int, frozenset] = {}  # word pairs per user message, built once
     for j, user in enumerate(users):
         if j == 0:
             continue
@@ -52,10 +53,11 @@ def user_resend(
             if status in wanted:
                 yield _finding(session, user, previous, status, witness, retry=True)
             continue
-        earlier = _find_repeat(users, keys, j, similarity, lookback)
-        if earlier is None:
+        i = _find_repeat(keys, j, similarity, lookback, pairs)
+        if i is None:
             continue
-        status, witness = reply_status(session, earlier, _next_user(users, earlier, j))
+        earlier = users[i]
+        status, witness = reply_status(session, earlier, users[i + 1])
         if status == "none" and not earlier.queued:
             continue  # a quick edit before any reply
         needs_bad = not earlier.queued and (
@@ -83,28 +85,29 @@ def _key(user: UserTurn, templates: list[re.Pattern[str]]) -> tuple[str | None, 
     return None, _bare(user.text)
 
 
-def _find_repeat(users, keys, j, similarity, lookback) -> UserTurn | None:
+def _find_repeat(keys, j, similarity, lookback, pairs) -> int | None:
+    """Index of the latest earlier message the j-th one repeats, if any."""
     command, text = keys[j]
     if not text and command is None:
         return None
-    shingles: dict[int, frozenset[str]] = {}
     for i in range(j - 1, max(-1, j - 1 - lookback), -1):
         other_command, other = keys[i]
         if other_command != command:
             continue
         if other == text:
-            return users[i]
-        if command is None and len(text) >= 12 and _near(text, other, similarity, shingles, i, j):
-            return users[i]
+            return i
+        if command is None and len(text) >= 12 and _near(keys, i, j, similarity, pairs):
+            return i
     return None
 
 
-def _near(a: str, b: str, threshold: float, cache: dict, ia: int, ib: int) -> bool:
+def _near(keys, i: int, j: int, threshold: float, pairs: dict) -> bool:
     """difflib's ratio, after two cheap filters: length, then shared word pairs."""
+    a, b = keys[j][1], keys[i][1]
     if not b or abs(len(a) - len(b)) > (1 - threshold) * max(len(a), len(b)) + 1:
         return False
-    sa = cache.setdefault(ib, _pairs(a))
-    sb = _pairs(b)
+    sa = pairs.get(j) or pairs.setdefault(j, _pairs(a))
+    sb = pairs.get(i) or pairs.setdefault(i, _pairs(b))
     if sa and sb and len(sa & sb) / len(sa | sb) < threshold - 0.4:
         return False  # texts this close in characters share most of their word pairs
     if len(a) > 400:  # long pastes: compare word by word, a few hundred items, not thousands
@@ -116,11 +119,6 @@ def _near(a: str, b: str, threshold: float, cache: dict, ia: int, ib: int) -> bo
 def _pairs(text: str) -> frozenset[str]:
     words = text.split()
     return frozenset(zip(words, words[1:])) if len(words) > 1 else frozenset(words)
-
-
-def _next_user(users: list[UserTurn], earlier: UserTurn, j: int) -> UserTurn:
-    idx = users.index(earlier)
-    return users[idx + 1] if idx + 1 <= j else users[j]
 
 
 def reply_status(session: Session, asked: UserTurn, until: UserTurn) -> tuple[ReplyStatus, list[int]]:
