@@ -269,7 +269,8 @@ def test_report_cli_on_transcripts(tmp_path: Path) -> None:
     assert len(folders) == 1 and (folders[0] / "index.html").is_file()
     assert any(p.name.startswith("FX") and p.suffix == ".md" for p in folders[0].iterdir())
     assert f"{folders[0]}/index.html" in res.output
-    clean = FIXTURES / "ingest" / "codex_exec.jsonl"
+    clean = tmp_path / "clean.jsonl"  # a question and its answer: nothing for any rule
+    clean.write_text(CLEAN_CLAUDE_SESSION, encoding="utf-8")
     res = runner.invoke(app, ["report", str(clean), "-o", str(tmp_path / "b")])
     assert res.exit_code == 0, res.output
     (folder,) = [p for p in (tmp_path / "b").iterdir() if p.is_dir()]
@@ -279,14 +280,26 @@ def test_report_cli_on_transcripts(tmp_path: Path) -> None:
     assert res.exit_code == 0
 
 
+CLEAN_CLAUDE_SESSION = "\n".join([
+    '{"type":"user","uuid":"u1","parentUuid":null,"sessionId":"s-clean","timestamp":'
+    '"2026-01-01T00:00:00.000Z","cwd":"/tmp/p","version":"2.1.0","message":{"role":"user",'
+    '"content":"What does this repo do?"}}',
+    '{"type":"assistant","uuid":"a1","parentUuid":"u1","sessionId":"s-clean","timestamp":'
+    '"2026-01-01T00:00:02.000Z","cwd":"/tmp/p","version":"2.1.0","message":{"id":"msg_1",'
+    '"type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text",'
+    '"text":"It parses agent transcripts."}],"stop_reason":"end_turn"}}',
+]) + "\n"
+
+
 def test_scan_markdown_and_html(tmp_path: Path) -> None:
     runner = CliRunner()
     noisy = FIXTURES / "ingest" / "opencode_export_v1.json"
     md = runner.invoke(app, ["scan", str(noisy), "--format", "markdown"])
     assert md.exit_code == 1 and md.output.startswith("# Session ")
     out = tmp_path / "r.html"
-    html = runner.invoke(app, ["scan", str(noisy), str(FIXTURES / "ingest" / "codex_exec.jsonl"),
-                               "--format", "html", "-o", str(out)])
+    clean = tmp_path / "clean.jsonl"
+    clean.write_text(CLEAN_CLAUDE_SESSION, encoding="utf-8")
+    html = runner.invoke(app, ["scan", str(noisy), str(clean), "--format", "html", "-o", str(out)])
     assert html.exit_code == 1
     page = out.read_text(encoding="utf-8")
     assert page.count("<html") == 1 and page.count('<section class="session">') == 2
