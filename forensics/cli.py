@@ -9,7 +9,9 @@ This is the only module that turns errors into exit codes:
 
 from __future__ import annotations
 
+import os
 import sys
+import traceback
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -371,6 +373,14 @@ def main() -> None:
     except KeyboardInterrupt:
         typer.echo("forensics: interrupted", err=True)
         sys.exit(130)
+    except Exception as exc:  # a bug: one line (no locals, transcripts hold secrets), exit 2
+        if os.environ.get("FORENSICS_DEBUG"):
+            raise
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        typer.echo(f"forensics: internal error {type(exc).__name__} at "
+                   f"{Path(where.filename).name}:{where.lineno}; please report it "
+                   "(FORENSICS_DEBUG=1 shows the traceback)", err=True)
+        sys.exit(EXIT_ERROR)
 
 
 if __name__ == "__main__":

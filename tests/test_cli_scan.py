@@ -145,3 +145,18 @@ def test_folder_without_sessions_exits_two(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert str(tmp_path) in proc.stderr and "no agent sessions" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_an_internal_error_is_one_line_and_exit_two(tmp_path: Path) -> None:
+    code = ("import sys, forensics.cli as c, forensics.engine as e\n"
+            "def boom(*a, **k): raise RuntimeError('token sk-secret in a local')\n"
+            "e.scan_session = boom\n"
+            "sys.argv = ['forensics', 'scan', sys.argv[1]]\n"
+            "c.main()\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("FORENSICS_DEBUG", None)
+    proc = subprocess.run([sys.executable, "-c", code, str(SEED_000)], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert proc.returncode == 2
+    assert "internal error RuntimeError" in proc.stderr
+    assert "Traceback" not in proc.stderr and "sk-secret" not in proc.stderr
