@@ -397,8 +397,14 @@ def main(argv: list[str] | None = None) -> None:
     TIMEOUT = args.timeout or (120.0 if args.quick else 600.0)
     plan = PLANS["quick" if args.quick else "full"]
     load_before = os.getloadavg()[0]
+    start = machine()
     result = measure(plan, args.data, args.repeat, args.workers)
     result["machine"]["load_avg_1m_before"] = round(load_before, 2)
+    result["machine"]["date"] = start["date"]
+    if start["commit"] != result["machine"]["commit"]:
+        # Stages import the working tree as it is when they start: say when it moved.
+        result["machine"]["commit"] = f"{start['commit']} (at the end: {result['machine']['commit']})"
+
     result["plan"] = "quick" if args.quick else "full"
     print(summary(result))
     if args.json:
