@@ -198,6 +198,9 @@ class Planner:
     def __init__(self, fmt: str, rng: random.Random, blobs: Blobs) -> None:
         self.fmt, self.rng, self.blobs = fmt, rng, blobs
         self.ports = rng.sample(range(8100, 8999), 64)
+        # Prompts are consecutive slices of the blob: two random slices of long prompts could
+        # overlap and make a real near-duplicate that the re-send rule rightly flags.
+        self.cursor = rng.randrange(len(blobs.text))
 
     def word(self) -> str:
         return self.rng.choice(_IDENT)
@@ -206,8 +209,14 @@ class Planner:
         return self.blobs.text_of(self.rng, max(floor, draw(self.rng, table[self.fmt])))
 
     def prompt(self) -> str:
-        # At least 24 chars so that two random prompts are never near-identical.
-        return self.text(USER_TEXT, floor=24).strip() + f" ({self.word()} {self.word()})"
+        # At least 24 chars so that two prompts are never near-identical.
+        n = max(24, draw(self.rng, USER_TEXT[self.fmt]))
+        text = self.blobs.text
+        if self.cursor + n > len(text):
+            self.cursor = 0
+        words = text[self.cursor:self.cursor + n]
+        self.cursor += n
+        return words.strip() + f" ({self.word()} {self.word()})"
 
     def call(self) -> Call:
         rng = self.rng

@@ -272,7 +272,8 @@ def measure(plan: dict, root: Path, repeat: int, workers: int) -> dict:
                 reps = repeat if role == "long" else 1
                 print(f"measuring {label} ({len(files)} files, {nbytes / 1e6:.0f} MB)",
                       file=sys.stderr, flush=True)
-                floor = best_of(reps, lambda: run_stage("floor", paths, tmp))
+                # The floor is every ratio's denominator and cheap: always the best of three.
+                floor = best_of(max(reps, 3), lambda: run_stage("floor", paths, tmp))
                 floor_s = floor.get("wall_s")
                 ingest = best_of(reps, lambda: run_stage("ingest", paths, tmp))
                 # turns/s counts the turns the readers produce, the same number for every stage
