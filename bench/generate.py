@@ -435,8 +435,8 @@ class OpencodeWriter:
             uid = self.oid("msg", t)
             plants.anchor(uid, ex.user_mark)
             messages.append({
-                "info": {"id": uid, "sessionID": sid, "role": "user", "time": {"created": int(t * 1000)},
-                         "agent": "build",
+                "info": {"id": uid, "sessionID": sid, "role": "user",
+                         "time": {"created": int(t * 1000)}, "agent": "build",
                          "model": {"providerID": "anthropic", "modelID": "claude-sonnet-4-5"}},
                 "parts": [{"id": self.oid("prt", t), "sessionID": sid, "messageID": uid,
                            "type": "text", "text": ex.user}],
@@ -474,9 +474,10 @@ class OpencodeWriter:
                           "time": {"start": int(t0 * 1000), "end": int(t0 * 1000) + 700}})
         for c in r.calls:
             t1, t2 = clock.tick(), clock.tick(0.05, 6)
-            parts.append({"id": self.oid("prt", t1), "sessionID": sid, "messageID": mid,
-                          "type": "tool", "callID": "toolu_" + "".join(self.rng.choices(_B62, k=24)),
-                          **self.tool(c, t1, t2)})
+            pid = self.oid("prt", t1)
+            call_id = "toolu_" + "".join(self.rng.choices(_B62, k=24))
+            parts.append({"id": pid, "sessionID": sid, "messageID": mid, "type": "tool",
+                          "callID": call_id, **self.tool(c, t1, t2)})
         finish = "tool-calls" if r.calls else "stop"
         out_tokens = 0 if not (r.text or r.calls or r.reasoning) else 20 + len(r.text) // 4
         tokens = {"input": 12000, "output": out_tokens, "reasoning": 0,

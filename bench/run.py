@@ -1,7 +1,7 @@
 """Measure forensics against the cost of merely reading its input, in one run on the same files.
 
-    python bench/run.py --quick          # ~1 minute: 1,000-turn sessions, 60- and 180-session archives
-    python bench/run.py                  # full: 10,000-turn sessions, 1,000-session and >=1 GB archives
+    python bench/run.py --quick   # ~1 minute: 1,000-turn sessions, 60- and 180-session archives
+    python bench/run.py           # ~7 minutes: 10,000-turn sessions, 1,000-session, 1.1 GB archives
     python bench/run.py --json out.json  # also write every number
 
 Data is generated (seeded) under ``bench/data/`` on first use and reused while the parameters
@@ -324,7 +324,8 @@ def table(result: dict) -> str:
              "|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in result["rows"]:
         if "wall_s" not in r:
-            lines.append(f"| {r['dataset']} | {r['stage']} | – | – | – | – | – | {r['note']} |")
+            lines.append(f"| {r['dataset']} | {r['stage']} | {' | '.join('–' * 5)} | "
+                         f"{r['note']} |")
             continue
         ratio = f"{r['x_floor']:.2f}" if r["x_floor"] else "–"
         rss = f"{r['peak_rss_mb']:.0f}" if r["peak_rss_mb"] else "–"
@@ -404,7 +405,8 @@ def main(argv: list[str] | None = None) -> None:
     result["machine"]["date"] = start["date"]
     if start["commit"] != result["machine"]["commit"]:
         # Stages import the working tree as it is when they start: say when it moved.
-        result["machine"]["commit"] = f"{start['commit']} (at the end: {result['machine']['commit']})"
+        end = result["machine"]["commit"]
+        result["machine"]["commit"] = f"{start['commit']} (at the end: {end})"
 
     result["plan"] = "quick" if args.quick else "full"
     print(summary(result))
