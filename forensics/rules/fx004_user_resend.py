@@ -41,10 +41,11 @@ def user_resend(
     templates = [re.compile(p) for p in template_patterns]
     users = [t for t in session.turns if isinstance(t, UserTurn)]
     keys = [_key(u, templates) for u in users]
-    pairs: dict[int, frozenset] = {}  # word pairs per user message, built once
+    pairs: dict[int, frozenset] = {}  # word pairs of the messages in the lookback window
     for j, user in enumerate(users):
         if j == 0:
             continue
+        pairs.pop(j - lookback - 1, None)  # out of reach from now on
         bare = _bare(user.text)
         previous = users[j - 1]
         status, witness = reply_status(session, previous, user)
