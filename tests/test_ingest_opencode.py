@@ -600,7 +600,7 @@ def test_clip_keeps_head_and_tail() -> None:
     text = "a" * 9000 + "b" * 9000
     out = clip(text)
     assert out.startswith("a" * 8192) and out.endswith("b" * 8192)
-    assert "…[1616 chars omitted]…" in out
+    assert "...[1616 chars omitted]..." in out
     assert clip("short") == "short"
 
 

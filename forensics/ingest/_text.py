@@ -10,9 +10,10 @@ def clip(text: str, head: int = HEAD_CHARS, tail: int = TAIL_CHARS) -> str:
     """Keep the first ``head`` and last ``tail`` characters of a long text.
 
     Errors and exit markers sit at either end of a long output, so both ends are kept and the
-    middle is replaced by a marker saying how much was left out.
+    middle is replaced by a marker saying how much was left out. The marker is ASCII so that an
+    ASCII output stays a 1-byte-per-character string in memory.
     """
     if len(text) <= head + tail:
         return text
     omitted = len(text) - head - tail
-    return f"{text[:head]}\n…[{omitted} chars omitted]…\n{text[len(text) - tail:]}"
+    return f"{text[:head]}\n...[{omitted} chars omitted]...\n{text[len(text) - tail:]}"
