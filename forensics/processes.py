@@ -1004,7 +1004,7 @@ class Tracker:
         k = self.k
         if not any(l.state is State.ALIVE for l in self.launches):
             return
-        text = turn.text.strip()[:2000]
+        text = turn.text.strip()[:600]  # status words come early; long pastes cost, not help
         asks = bool(k.relaunch_request and k.relaunch_request.search(text))
         fails = bool(k.failure and k.failure.search(text))
         says_up = bool(k.user_up and k.user_up.search(text))
