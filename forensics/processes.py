@@ -351,6 +351,19 @@ def strip_command(text: str) -> tuple[list[str], dict[str, str], dict[str, Any]]
     leading = True
     while i < len(tokens):
         tok = tokens[i]
+        # a redirection may stand anywhere, even before the env prefix (`>log FOO=1 cmd`)
+        if _REDIRECT.match(tok):
+            target = tok.lstrip("0123456789&").lstrip("<>")
+            if target.startswith("&"):
+                i += 1
+                continue
+            if not target and i + 1 < len(tokens):
+                target = tokens[i + 1]
+                i += 1
+            if target and not target.startswith("/dev/"):
+                notes["logs"].add(target)
+            i += 1
+            continue
         if leading:
             if tok == "export" or tok in ("sudo",) and i + 1 < len(tokens):
                 i += 1
@@ -391,18 +404,6 @@ def strip_command(text: str) -> tuple[list[str], dict[str, str], dict[str, Any]]
                     i += 1
                 continue
             leading = False
-        if _REDIRECT.match(tok):
-            target = tok.lstrip("0123456789&").lstrip("<>")
-            if target.startswith("&"):
-                i += 1
-                continue
-            if not target and i + 1 < len(tokens):
-                target = tokens[i + 1]
-                i += 1
-            if target and not target.startswith("/dev/"):
-                notes["logs"].add(target)
-            i += 1
-            continue
         if tok in ("&", "disown"):
             i += 1
             continue

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from forensics.model import AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn, UserTurn
@@ -104,6 +104,7 @@ def test_normalize_ignores_env_wrappers_and_redirections(bare, env, redirect, pr
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("ab =-&;|>'\"$()\n\\12")), max_size=40))
+@example(command=">1 a=")  # a redirection before the env prefix
 def test_normalize_is_idempotent(command: str) -> None:
     once = normalize(command)
     assert normalize(once) == once
