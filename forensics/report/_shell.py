@@ -1,56 +1,25 @@
 """What shell commands and tool outputs say: launches, kills, checks, ports, failures, figures.
 
-Knowledge the reports need to tell a story, not to detect anything: the rules keep their own
-(extensible) lists in the rule files. Here it only names things: which program a command runs,
-which port it binds, whether a result plainly reports death, which lines of an output tell.
+Knowledge the reports need to tell a story, not to detect anything. What starts a server, what
+kills one and which port a tool binds by default come from the duplicate-launch rule's file (the
+same data a user extends), so a report never contradicts the finding it explains. Here it only
+names things: which program a command runs, which port it binds, whether a result plainly
+reports death, which lines of an output tell.
 """
 
 from __future__ import annotations
 
 import re
 
+from functools import cache
+
 from forensics.model import ToolCall, ToolResultTurn
+from forensics.processes import Knowledge, port_of, server_of
 from forensics.report._prose import shorten
-
-
-_BACKGROUND = re.compile(
-    r"(^|[\s;(])(nohup|setsid)\s|&\s*(disown)?\s*$|&\s*\n|\bdocker\s+run\b[^\n]*\s-d\b|"
-    r"\bdocker[- ]compose\b[^\n]*\bup\b[^\n]*\s-d\b|\btmux\s+new(-session)?\b[^\n]*\s-d\b|"
-    r"\bscreen\s+-d?m|\bStart-Process\b")
-
-
-_SERVER = re.compile(
-    r"\b(launch_server|vllm\s+serve|uvicorn|gunicorn|flask\s+run|http\.server|"
-    r"(npm|pnpm|yarn|bun)\s+(run\s+)?(dev|start|serve)\b|next\s+dev|\bvite\b|streamlit\s+run|"
-    r"jupyter\s+(lab|notebook)|rails\s+s(erver)?\b|manage\.py\s+runserver|\bserve\b)")
-
-
-_KILL = re.compile(r"(^|[\s;&|(])((?:kill|pkill)(?!\s+-0\b)|killall|fuser\s+-k|"
-                   r"docker\s+(stop|kill|rm\s+-f)|docker[- ]compose\s+(down|stop)|tmux\s+kill-|"
-                   r"Stop-Process|taskkill)\b")
 
 
 _CHECK = re.compile(r"(^|[\s;&|(])(curl|wget|ss|lsof|netstat|ps|pgrep|nvidia-smi|kill\s+-0|"
                     r"docker\s+ps|systemctl\s+status|tail|cat\s+\S+\.log|head)\b")
-
-
-_PORT_PATTERNS = (
-    re.compile(r"--port[= ](\d{2,5})\b"),
-    re.compile(r"(?:^|\s)-p\s+(\d{2,5})(?::\d+)?\b"),
-    re.compile(r"\bPORT=(\d{2,5})\b"),
-    re.compile(r"(?:localhost|127\.0\.0\.1|0\.0\.0\.0):(\d{2,5})\b"),
-)
-
-
-_DEFAULT_PORTS = (
-    (re.compile(r"sglang"), "30000", "sglang"),
-    (re.compile(r"vllm\s+serve|vllm\.entrypoints"), "8000", "vllm"),
-    (re.compile(r"\buvicorn\b"), "8000", "uvicorn"),
-    (re.compile(r"\bvite\b|(npm|pnpm|yarn)\s+(run\s+)?dev"), "5173", "vite"),
-    (re.compile(r"next\s+dev"), "3000", "next"),
-    (re.compile(r"flask\s+run"), "5000", "flask"),
-    (re.compile(r"http\.server"), "8000", "python -m http.server"),
-)
 
 
 _FLAG = re.compile(r"(?<![\w/.-])(--[A-Za-z][\w-]*)")
@@ -73,15 +42,30 @@ _FIGURE = re.compile(
     r"[x×](?=\W|$)|W\b|\s?epochs?\b|\s?tests?\b|\s?passed\b|\s?failed\b)")
 
 
+@cache
+def _launch_knowledge() -> Knowledge:
+    from forensics.rules import registry
+
+    return Knowledge.build(**registry()["FX002"].params)
+
+
 def launches(command: str | None, call: ToolCall | None = None) -> bool:
+    if call is not None and call.background:
+        return True
     if not command:
-        return bool(call and call.background)
-    return bool((call and call.background) or _BACKGROUND.search(command)
-                or _SERVER.search(command))
+        return False
+    k = _launch_knowledge()
+    return bool(server_of(command, k)
+                or (k.background and k.background.search(command))
+                or (k.weak and k.weak.search(command)))
+
+
+_LIVENESS = re.compile(r"\bkill\s+-0\s+\S+")  # asks whether a process lives; kills nothing
 
 
 def kills(command: str | None) -> bool:
-    return bool(command and _KILL.search(command))
+    k = _launch_knowledge()
+    return bool(command and k.kill_any and k.kill_any.search(_LIVENESS.sub("", command)))
 
 
 def checks(command: str | None) -> bool:
@@ -89,18 +73,13 @@ def checks(command: str | None) -> bool:
 
 
 def ports_in(command: str) -> list[tuple[str, str]]:
-    """(port, how we know) pairs: explicit ports first, then a tool's well-known default."""
-    found: list[tuple[str, str]] = []
-    for pattern in _PORT_PATTERNS:
-        for m in pattern.finditer(command):
-            if (m.group(1), "explicit") not in found:
-                found.append((m.group(1), "explicit"))
-    if not found and _SERVER.search(command):
-        for pattern, port, tool in _DEFAULT_PORTS:
-            if pattern.search(command):
-                found.append((port, f"default of {tool}"))
-                break
-    return found
+    """(port, how we know): the one the command names, else its tool's well-known default."""
+    k = _launch_knowledge()
+    server = server_of(command, k)
+    port, explicit = port_of(command, k, server=server)
+    if port is None:
+        return []
+    return [(str(port), "explicit" if explicit else f"default of {server}")]
 
 
 def flags_in(command: str) -> list[str]:
