@@ -266,8 +266,7 @@ def turn_rows(session: Session) -> Iterable[dict[str, Any]]:
         elif isinstance(t, ToolResultTurn):
             row.update(text=t.output, call_id=t.call_id, tool=t.name, exit_code=t.exit_code,
                        aborted=t.aborted, error=t.error,
-                       failed=bool(t.is_error or t.killed or t.timed_out
-                                   or t.exit_code not in (None, 0)))
+                       failed=t.failed)
         elif isinstance(t, EventTurn):
             row.update(text=t.text, event=t.event)
         yield row

@@ -134,6 +134,16 @@ class ToolResultTurn(_TurnBase):
     """Aborted or rejected by the user; the assistant had no chance to react."""
     duration_ms: float | None = None
 
+    @property
+    def failed(self) -> bool:
+        """What the format's own status says: an error flag, a signal, a timeout, a non-zero exit.
+
+        Rules add judgement on top (probes, death reported only in the output); this is the raw
+        status every table, figure and count shares.
+        """
+        return bool(self.is_error or self.killed or self.timed_out
+                    or self.exit_code not in (None, 0))
+
 
 class EventTurn(_TurnBase):
     kind: Literal["event"] = "event"
@@ -225,9 +235,7 @@ class Session(BaseModel):
             out[t.kind] += 1
             if isinstance(t, AssistantTurn):
                 out["tool_calls"] += len(t.tool_calls)
-            elif isinstance(t, ToolResultTurn) and (
-                t.is_error or t.killed or t.timed_out or (t.exit_code not in (None, 0))
-            ):
+            elif isinstance(t, ToolResultTurn) and t.failed:
                 out["failed_tools"] += 1
         return out
 

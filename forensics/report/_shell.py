@@ -157,9 +157,7 @@ def strip_env(command: str) -> str:
 
 
 def result_failed(result: ToolResultTurn) -> bool:
-    return bool(result.is_error or result.killed or result.timed_out
-                or result.exit_code not in (None, 0)
-                or re.search(r"(^|\s)Killed(\s|$)", result.output or ""))
+    return bool(result.failed or re.search(r"(^|\s)Killed(\s|$)", result.output or ""))
 
 
 def result_status(result: ToolResultTurn) -> str:

@@ -35,9 +35,7 @@ def _row_and_color(turn: Turn) -> tuple[str, str]:
     if isinstance(turn, AssistantTurn):
         return "assistant", KIND_COLORS["assistant" if turn.visible else "empty"]
     if isinstance(turn, ToolResultTurn):
-        failed = (turn.is_error or turn.killed or turn.timed_out
-                  or turn.exit_code not in (None, 0))
-        return "tool", KIND_COLORS["tool-failed" if failed else "tool"]
+        return "tool", KIND_COLORS["tool-failed" if turn.failed else "tool"]
     assert isinstance(turn, EventTurn)
     return "event", KIND_COLORS["event"]
 

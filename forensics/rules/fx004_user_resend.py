@@ -143,16 +143,11 @@ def reply_status(session: Session, asked: UserTurn, until: UserTurn) -> tuple[Re
     if not visible:
         return "empty", [replies[-1].ordinal]
     last = next((t for t in reversed(window) if not isinstance(t, EventTurn)), None)
-    if isinstance(last, ToolResultTurn) and _failed(last):
+    if isinstance(last, ToolResultTurn) and last.failed and not last.aborted:
         return "failed", [last.ordinal]
     if isinstance(last, AssistantTurn) and not last.visible:
         return "empty", [last.ordinal]
     return "ok", [visible[-1].ordinal]
-
-
-def _failed(result: ToolResultTurn) -> bool:
-    return (result.is_error or result.killed or result.timed_out
-            or result.exit_code not in (None, 0)) and not result.aborted
 
 
 _STATUS_WORDS = {
