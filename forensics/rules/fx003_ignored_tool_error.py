@@ -16,9 +16,9 @@ from functools import lru_cache
 import orjson
 
 from forensics.findings import Finding
-from forensics.model import AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn, UserTurn
+from forensics.model import AssistantTurn, Session, ToolCall, ToolResultTurn
 from forensics.rules import rule
-from forensics.rules._walk import STOP_EVENTS
+from forensics.rules._walk import rest_of_exchange, user_stopped
 from forensics.shell import command_of as _script_of
 from forensics.shell import program, split_commands
 from forensics.timeline import shorten
@@ -65,8 +65,8 @@ def ignored_tool_error(
         failure = _failure(result, call, k, status_in_text_only)
         if failure is None:
             continue
-        later = _rest_of_exchange(session, result.ordinal)
-        if _user_stopped(later):
+        later = rest_of_exchange(session, result.ordinal)
+        if user_stopped(later):
             continue
         replies = [t for t in later if isinstance(t, AssistantTurn)]
         if not replies or _dealt_with(result, call, replies, k):
@@ -171,24 +171,6 @@ def _is_probe(command: str, k: _Knowledge) -> bool:
 
 
 # -- what counts as dealing with it -----------------------------------------------------------
-
-
-def _rest_of_exchange(session: Session, ordinal: int) -> list:
-    out = []
-    for t in session.turns[ordinal:]:
-        if isinstance(t, UserTurn):
-            break
-        out.append(t)
-    return out
-
-
-def _user_stopped(later: list) -> bool:
-    for t in later:
-        if isinstance(t, EventTurn) and t.event in STOP_EVENTS:
-            return True
-        if isinstance(t, AssistantTurn) and t.aborted:
-            return True
-    return False
 
 
 def salient_tokens(result: ToolResultTurn, call: ToolCall | None) -> set[str]:
