@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from forensics.config import Config
-from forensics.findings import SEVERITY_ORDER, Finding, Incident
+from forensics.findings import Finding, Incident
 from forensics.model import Session
 from forensics.rules import RuleSpec
 
@@ -83,7 +83,3 @@ def to_incident(spec: RuleSpec, session: Session, finding: Finding) -> Incident:
         fingerprint=Incident.make_fingerprint(spec.code, session.id, finding.anchor,
                                               finding.turn),
     )
-
-
-def by_severity(incidents: Iterable[Incident]) -> list[Incident]:
-    return sorted(incidents, key=lambda i: (SEVERITY_ORDER[i.severity], i.source, i.turn))
