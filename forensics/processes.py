@@ -36,6 +36,7 @@ from typing import Any
 
 from forensics.model import AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn, UserTurn
 from forensics.shell import Pipeline, command_of, split_pipelines
+from forensics.timeline import shorten as _short
 
 Clock = tuple[int, int, int]
 """Where something happened: (turn ordinal, call index, pipeline index within the script)."""
@@ -698,7 +699,7 @@ class Tracker:
         k = self.k
         if not k.kill_any or not _any_word(k.kill_words, text):
             return False
-        where = f"`{_short(text)}` at {turn.anchor}"
+        where = f"`{_short(text, 80)}` at {turn.anchor}"
         for kind, pats in k.kills.items():
             for pat in pats:
                 m = pat.search(text)
@@ -1142,11 +1143,6 @@ def _signature(launch: Launch) -> str:
             if launch.server.split("-")[0] in t.lower():
                 return t.strip("'")
     return " ".join(toks[:2]).strip("'") if len(toks) > 1 else ""
-
-
-def _short(text: str, width: int = 80) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def track(session: Session, know: Knowledge) -> list[Launch]:

@@ -5,9 +5,15 @@ from __future__ import annotations
 from forensics.model import AssistantTurn, EventTurn, ToolResultTurn, Turn, UserTurn
 
 
-def shorten(text: str, width: int = 100) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+def shorten(text: str | None, width: int = 100) -> str:
+    """``text`` on one line, cut to ``width`` with an ellipsis. Looks only at the head, so a
+    pasted megabyte costs no more than a short message."""
+    text = text or ""
+    head = text[: width * 4 + 64]
+    flat = " ".join(head.split())
+    if len(flat) <= width and len(head) == len(text):
+        return flat
+    return flat[: width - 1].rstrip() + "…"
 
 
 def summarize(turn: Turn, width: int = 100) -> str:

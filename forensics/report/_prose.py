@@ -12,17 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from forensics.model import Turn
-
-
-def shorten(text: str | None, width: int = 100) -> str:
-    """``text`` on one line, cut to ``width`` with an ellipsis. Looks only at the head, so a
-    pasted megabyte costs no more than a short message."""
-    text = text or ""
-    head = text[: width * 4 + 64]
-    flat = " ".join(head.split())
-    if len(flat) <= width and len(head) == len(text):
-        return flat
-    return flat[: width - 1].rstrip() + "…"
+from forensics.timeline import shorten  # noqa: F401  (quoting helpers live together here)
 
 
 @dataclass(frozen=True)
