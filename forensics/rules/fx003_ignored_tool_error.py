@@ -29,6 +29,8 @@ from forensics.findings import Finding
 from forensics.model import (AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn,
                              UserTurn)
 from forensics.rules import rule
+from forensics.rules._patterns import any_of as _any_of
+from forensics.rules._patterns import phrases as _phrases
 from forensics.rules._walk import rest_of_exchange, user_stopped
 from forensics.shell import command_of as _script_of
 from forensics.shell import program, split_commands
@@ -146,26 +148,6 @@ class _Knowledge:
 @lru_cache(maxsize=8)
 def _knowledge(*params) -> _Knowledge:
     return _Knowledge(*params)
-
-
-def _any_of(patterns: Sequence[str]) -> re.Pattern[str]:
-    """One multiline regex from many; a leading ``(?i)`` stays local to its pattern."""
-    alts = []
-    for p in patterns:
-        p = p.removeprefix("(?m)")
-        alts.append(f"(?i:{p[4:]})" if p.startswith("(?i)") else f"(?:{p})")
-    return re.compile("|".join(alts), re.MULTILINE)
-
-
-def _phrases(words: Sequence[str], *, prefix: bool = False) -> re.Pattern[str]:
-    """Match any phrase; ASCII words at word boundaries (``prefix``: fail -> failed, fails),
-    other scripts anywhere."""
-    alts = []
-    end = "" if prefix else r"\b"
-    for w in sorted(words, key=len, reverse=True):
-        esc = re.escape(w.lower())
-        alts.append(rf"\b{esc}{end}" if w.isascii() and w[:1].isalnum() else esc)
-    return re.compile("|".join(alts))
 
 
 # -- what counts as a failure -------------------------------------------------------------
