@@ -2,7 +2,8 @@
 
     ForensicsError
     ├── IngestError            a source could not be read at all (names path and line)
-    │   └── UnknownFormatError no reader recognises the content
+    │   ├── UnknownFormatError no reader recognises the content
+    │   └── ReaderCrash        a reader raised on the source (a bug), isolated to it
     ├── ConfigError            a config file or rule parameter is invalid
     └── RuleError              a rule file and its implementation disagree
 
@@ -27,6 +28,28 @@ class IngestError(ForensicsError):
 
 class UnknownFormatError(IngestError):
     pass
+
+
+class ReaderCrash(IngestError):
+    """A reader raised on a source (a bug, not bad input): reported as ``file: reader crashed:
+    …`` and isolated to that source, like an unreadable file."""
+
+    def __init__(self, path: str, exc: BaseException) -> None:
+        super().__init__(path, f"reader crashed: {crash_text(exc)}")
+
+
+def crash_text(exc: BaseException) -> str:
+    """``TypeError: unhashable type: 'list' at _opencode.py:357``: enough to file a bug, without
+    locals (transcripts hold secrets) and on one line."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}" if frames else ""
+    message = " ".join(str(exc).split())
+    if len(message) > 160:
+        message = message[:159] + "…"
+    return f"{type(exc).__name__}: {message}{where}" if message else \
+        f"{type(exc).__name__}{where}"
 
 
 class ConfigError(ForensicsError):

@@ -296,11 +296,9 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[Any]],
 
 
 def _when(t: float | None) -> str:
-    if t is None:
-        return ""
-    from datetime import datetime, timezone
+    from forensics.timeline import utc_text
 
-    return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return utc_text(t)
 
 
 def session_html(session: Session) -> str:
