@@ -33,6 +33,7 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Literal
 
 from forensics.ingest import SESSION_SUFFIXES
+from forensics.ingest._source import regular_file
 from forensics.ingest.sniff import is_opencode_tree
 
 ZIP_SUFFIXES = (".zip",)
@@ -139,12 +140,15 @@ def iter_units(paths: Iterable[str | os.PathLike[str]], problems: list[Problem],
     skip = {os.path.realpath(e) for e in exclude}
     for p in paths:
         path = Path(p)
-        if not path.exists() and "!" in str(p):
+        why = regular_file(path)
+        if not os.path.lexists(path) and "!" in str(p):
             yield from _member_units(str(p), problems)
-        elif not path.exists():
+        elif not os.path.lexists(path):
             problems.append(Problem(str(path), "no such file or folder"))
-        elif path.is_dir():
+        elif why == "is a folder":
             yield from _walk(path, problems, skip)
+        elif why is not None:  # a FIFO, socket or device is never opened: it could block
+            problems.append(Problem(str(path), why))
         elif is_archive(path.name):
             yield from archive_units(path, problems)
         else:
@@ -202,6 +206,11 @@ def _walk(root: Path, problems: list[Problem], skip: set[str]) -> Iterator[Unit]
         dirs[:] = keep
         for name in sorted(names):
             f = here / name
+            if name.endswith(SESSION_SUFFIXES) or is_archive(name):
+                why = regular_file(f)
+                if why is not None:
+                    problems.append(Problem(str(f), why))
+                    continue
             if is_archive(name):
                 yield from archive_units(f, problems)
             elif name.endswith(SESSION_SUFFIXES):

@@ -12,6 +12,9 @@ Only ``forensics.cli`` turns these into exit codes; everything else raises or re
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 class ForensicsError(Exception):
     """Base of every error forensics raises on purpose."""
@@ -58,3 +61,18 @@ class ConfigError(ForensicsError):
 
 class RuleError(ForensicsError):
     pass
+
+
+@contextmanager
+def reading(source: str) -> Iterator[None]:
+    """Tag any exception escaping the block with the input it happened on, so the CLI's
+    "internal error" line can name the file (``exc.forensics_source``; the innermost wins)."""
+    try:
+        yield
+    except Exception as exc:
+        if getattr(exc, "forensics_source", None) is None:
+            try:
+                exc.forensics_source = str(source)  # type: ignore[attr-defined]
+            except AttributeError:  # an exception type with __slots__
+                pass
+        raise

@@ -11,6 +11,7 @@ polars is imported only when a frame is built.
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime, timedelta, timezone
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -115,6 +116,17 @@ TURN_COLUMNS: dict[str, str] = {
 }
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _micros(value: float | datetime) -> int:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return (value - _EPOCH) // timedelta(microseconds=1)
+    return int(value * 1_000_000)
+
+
 def _dtype(name: str) -> pl.DataType:
     import polars as pl
 
@@ -139,7 +151,9 @@ def schema(columns: dict[str, str]) -> dict[str, pl.DataType]:
 def frame(rows: Sequence[dict[str, Any]], columns: dict[str, str]) -> pl.DataFrame:
     """A DataFrame with exactly ``columns`` from dict rows, built one column at a time.
 
-    Datetime columns hold unix seconds (float) in rows and become UTC microseconds here.
+    Datetime columns hold unix seconds (float) in rows and become UTC microseconds here; a
+    ``datetime`` (a row read back from a table) is taken to the microsecond exactly, so rows a
+    batch rerun carries over equal a clean run's.
     """
     import polars as pl
 
@@ -147,7 +161,7 @@ def frame(rows: Sequence[dict[str, Any]], columns: dict[str, str]) -> pl.DataFra
     for name, kind in columns.items():
         values = [r.get(name) for r in rows]
         if kind == "datetime":
-            micros = [None if v is None else int(v * 1_000_000) for v in values]
+            micros = [None if v is None else _micros(v) for v in values]
             data[name] = pl.Series(name, micros, dtype=pl.Int64).cast(_dtype(kind))
         else:
             data[name] = pl.Series(name, values, dtype=_dtype(kind))

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from forensics.errors import ForensicsError, IngestError, ReaderCrash, UnknownFormatError
+from forensics.errors import ForensicsError, IngestError, ReaderCrash, UnknownFormatError, reading
 from forensics.ingest._source import DirTree, Tree, regular_file
 from forensics.ingest.sniff import HEAD_BYTES, is_dir, is_opencode_tree, sniff_bytes, sqlite_in
 from forensics.model import Session
@@ -58,7 +58,8 @@ def isolated(source: str, read: Callable[[], list[Session]]) -> list[Session]:
     """``read()``, with any exception but our own turned into ``ReaderCrash`` for ``source``:
     a reader bug costs its source, never the folder, the command or the batch."""
     try:
-        return read()
+        with reading(source):
+            return read()
     except ForensicsError:
         raise
     except Exception as exc:  # RecursionError and MemoryError included: the next source may fit
@@ -157,6 +158,11 @@ def _read_file(p: Path, *, format: str | None) -> list[Session]:
     why = regular_file(p)
     if why is not None:  # never open a FIFO, a socket or a device: the read could block forever
         raise IngestError(str(p), why)
+    with reading(str(p)):
+        return _read_regular(p, format=format)
+
+
+def _read_regular(p: Path, *, format: str | None) -> list[Session]:
     try:
         if format == "opencode-sqlite" or (format is None and _is_sqlite(p)):
             return read_sqlite(p)
