@@ -63,9 +63,6 @@ CHECKPOINT_EVERY = 500
 MAX_CASE_SESSIONS = 2000
 """Sessions that get case studies in one batch; past it incidents are in the tables only (a
 100,000-session archive would otherwise write gigabytes of pages before any table)."""
-_IDENTITY_COLUMNS = {"origin", "session_id", "parent_id", "fingerprint", "anchor", "case",
-                     "code", "rule", "severity", "agent", "format", "kind"}
-"""Columns that join or group rows and never quote a transcript: never redacted."""
 OUTPUT_FILES = ("incidents.parquet", "incidents.ndjson", "sessions.parquet", "sessions.ndjson",
                 "errors.ndjson", "index.md", "index.html")
 
@@ -211,6 +208,10 @@ def _init_worker(config: Config, cases_dir: str | None,
     _worker["rules"] = config.rules()
     _worker["cases_dir"] = cases_dir
     _worker["redact"] = options.get("redact", True)
+    if config.secret_patterns:  # a spawned worker starts without the parent's extra patterns
+        from forensics.report.redact import use_extra_files
+
+        use_extra_files(config.secret_patterns)
     _worker["cases_left"] = options.get("case_sessions", MAX_CASE_SESSIONS)
 
 
@@ -274,17 +275,11 @@ def _redact_outcome(out: UnitOutcome) -> UnitOutcome:
     through the redaction helper, unless the batch runs with ``redact=False``."""
     if not _worker.get("redact", True):
         return out
-    from forensics.report.redact import redact
+    from forensics.frame import redact_row
 
     for rows in (out.sessions, out.incidents, out.errors):
         for row in rows:
-            for key, value in row.items():
-                if key in _IDENTITY_COLUMNS:
-                    continue
-                if isinstance(value, str):
-                    row[key] = redact(value)
-                elif isinstance(value, list) and value and isinstance(value[0], str):
-                    row[key] = [redact(v) for v in value]
+            redact_row(row)
     return out
 
 
@@ -634,6 +629,7 @@ def _config_key(config: Config, redact: bool = True) -> str:
     """What the stored rows depend on besides the sources: the forensics version, the rule files'
     contents, the effective config and redaction. A change of any rescans everything."""
     from forensics import __version__
+    from forensics.report.redact import patterns_digest
 
     rules = []
     for s in config.rules():
@@ -642,7 +638,8 @@ def _config_key(config: Config, redact: bool = True) -> str:
         except OSError:
             text = b""
         rules.append((s.code, _digest([text]), sorted(config.params_for(s).items(), key=str)))
-    return _digest([orjson.dumps([SCHEMA_VERSION, __version__, redact, repr(rules)])])
+    secrets = patterns_digest() if redact else ""
+    return _digest([orjson.dumps([SCHEMA_VERSION, __version__, secrets, repr(rules)])])
 
 
 def _load_state(out: Path, key: str) -> dict[str, dict[str, str]]:

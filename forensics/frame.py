@@ -170,6 +170,25 @@ def frame(rows: Sequence[dict[str, Any]], columns: dict[str, str]) -> pl.DataFra
 
 # -- rows --------------------------------------------------------------------------------------
 
+IDENTITY_COLUMNS = frozenset({"origin", "session_id", "parent_id", "fingerprint", "anchor", "case",
+                              "code", "rule", "severity", "agent", "format", "kind", "call_id"})
+"""Columns that join or group rows and never quote a transcript: never redacted."""
+
+
+def redact_row(row: dict[str, Any]) -> dict[str, Any]:
+    """Every text cell of a row that may quote a transcript (message, title, project, model,
+    issues…) through the redaction helper, in place; returns the row."""
+    from forensics.report.redact import redact
+
+    for key, value in row.items():
+        if key in IDENTITY_COLUMNS:
+            continue
+        if isinstance(value, str):
+            row[key] = redact(value)
+        elif isinstance(value, list) and value and isinstance(value[0], str):
+            row[key] = [redact(v) for v in value]
+    return row
+
 
 def main_model(session: Session) -> str | None:
     """The model that wrote most assistant turns, else the first the session names."""
