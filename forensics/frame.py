@@ -119,12 +119,22 @@ TURN_COLUMNS: dict[str, str] = {
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
-def _micros(value: float | datetime) -> int:
+def _i64(value: int | None) -> int | None:
+    """A count a table can hold: a hostile log's 2**64 token count becomes null, not a crash."""
+    if value is None or -(2**63) <= value < 2**63:
+        return value
+    return None
+
+
+def _micros(value: float | datetime) -> int | None:
     if isinstance(value, datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=timezone.utc)
         return (value - _EPOCH) // timedelta(microseconds=1)
-    return int(value * 1_000_000)
+    try:
+        return int(value * 1_000_000)
+    except (OverflowError, ValueError):  # inf, NaN
+        return None
 
 
 def _dtype(name: str) -> pl.DataType:
@@ -161,8 +171,13 @@ def frame(rows: Sequence[dict[str, Any]], columns: dict[str, str]) -> pl.DataFra
     for name, kind in columns.items():
         values = [r.get(name) for r in rows]
         if kind == "datetime":
-            micros = [None if v is None else _micros(v) for v in values]
+            micros = [None if v is None else _i64(_micros(v)) for v in values]
             data[name] = pl.Series(name, micros, dtype=pl.Int64).cast(_dtype(kind))
+        elif kind == "i64":
+            data[name] = pl.Series(name, [_i64(v) for v in values], dtype=pl.Int64)
+        elif kind == "list[i64]":
+            data[name] = pl.Series(name, [None if v is None else [_i64(x) for x in v]
+                                          for v in values], dtype=_dtype(kind))
         else:
             data[name] = pl.Series(name, values, dtype=_dtype(kind))
     return pl.DataFrame(data)

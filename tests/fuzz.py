@@ -51,10 +51,24 @@ def seeds() -> dict[str, list[tuple[str, Any]]]:
             out["opencode-sqlite"].append((p.name, db_bytes(p.read_text())))
         else:
             data = p.read_bytes()
-            fmt = sniff_bytes(data)
+            fmt = sniff_bytes(data) or _reader_that_reads(data)
             if fmt in out:
                 out[fmt].append((p.name, data))
     return out
+
+
+def _reader_that_reads(data: bytes) -> str | None:
+    """The format whose reader accepts ``data`` when sniffing does not know it."""
+    from forensics.errors import IngestError
+    from forensics.ingest import read_bytes
+
+    for fmt in FORMATS:
+        try:
+            if read_bytes(data, source="seed", format=fmt):
+                return fmt
+        except IngestError:
+            continue
+    return None
 
 
 def db_bytes(sql: str) -> bytes:
