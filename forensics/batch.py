@@ -39,6 +39,8 @@ from typing import Any
 import orjson
 
 from forensics.archive import (
+    DEFAULT_LIMITS,
+    Limits,
     MemberTree,
     Problem,
     Unit,
@@ -368,7 +370,8 @@ def collect(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = No
             exclude: Sequence[str | os.PathLike[str]] = (),
             redact: bool = True, max_case_sessions: int = MAX_CASE_SESSIONS,
             checkpoint: Callable[[Collected], None] | None = None,
-            checkpoint_every: int = CHECKPOINT_EVERY) -> Collected:
+            checkpoint_every: int = CHECKPOINT_EVERY,
+            limits: Limits = DEFAULT_LIMITS) -> Collected:
     """Read and scan every unit under ``paths``; nothing is written but what ``checkpoint``
     writes, called with the rows so far every ``checkpoint_every`` units.
 
@@ -382,7 +385,7 @@ def collect(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = No
     out = Collected(workers=workers)
     bar = Progress(progress)
     start = time.monotonic()
-    units = iter_units(paths, out.problems, exclude=exclude)
+    units = iter_units(paths, out.problems, exclude=exclude, limits=limits)
     # A list when listing is cheap (folders, zip, plain tar) gives the bar a total; compressed
     # tars stream, so their units stay a generator and the total is unknown.
     if not any(_streams(p) for p in paths):
@@ -677,7 +680,8 @@ def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
               workers: int | None = None, full: bool = False, config: Config | None = None,
               progress: bool = True, redact: bool = True,
               max_case_sessions: int = MAX_CASE_SESSIONS,
-              checkpoint_every: int | None = None) -> BatchSummary:
+              checkpoint_every: int | None = None,
+              limits: Limits = DEFAULT_LIMITS) -> BatchSummary:
     """Scan every session under ``paths`` and write the tables and index page to ``out``.
 
     Parameters
@@ -704,6 +708,9 @@ def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
     checkpoint_every
         Sources between checkpoints (default ``CHECKPOINT_EVERY``, or
         ``FORENSICS_CHECKPOINT_EVERY``).
+    limits
+        Per-archive caps on member size, expanded size and member count
+        (``forensics.archive.Limits``).
 
     Returns
     -------
@@ -729,7 +736,7 @@ def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
                                                or os.environ.get("FORENSICS_PROGRESS") == "1"),
                         known=known, cases_dir=cases_dir, exclude=[out], redact=redact,
                         max_case_sessions=max_case_sessions, checkpoint=checkpoint,
-                        checkpoint_every=every)
+                        checkpoint_every=every, limits=limits)
     return write_outputs(collected, out, key=key, rescanned_all=full or not known,
                          previous=previous)
 

@@ -467,14 +467,23 @@ def batch(
     strict: Strict = False,
     fail_on: FailOnOption = FailOn.low,
     redact: Redact = True,
+    archive_limits: Annotated[Optional[str], typer.Option(
+        "--archive-limits", help="Raise the per-archive limits, e.g. "
+        "member=2G,total=100G,members=5000000 (default member=512M,total=32G,"
+        "members=1000000).")] = None,
 ) -> None:
     """Scan many sessions in parallel: incidents.parquet, sessions.parquet, index.html."""
+    from forensics.archive import DEFAULT_LIMITS, Limits
     from forensics.batch import run_batch
 
     cfg = build_config(config, select, ignore)
     try:
+        limits = Limits.parse(archive_limits) if archive_limits else DEFAULT_LIMITS
+    except ValueError as exc:
+        raise fail(str(exc))
+    try:
         summary = run_batch(paths, output, workers=workers, full=full, config=cfg,
-                            progress=progress, redact=redact)
+                            progress=progress, redact=redact, limits=limits)
     except OSError as exc:
         raise fail(f"{exc.filename or output}: {exc.strerror or exc}")
     typer.echo(redactor(redact)(str(summary)))
