@@ -489,6 +489,9 @@ class BatchSummary:
     workers: int = 1
     elapsed: float = 0.0
     rescanned_all: bool = False
+    changes: list[dict[str, Any]] | None = None
+    """Per rule, new / still there / resolved since the previous run of the same OUT (None on a
+    first run)."""
 
     @property
     def rate(self) -> float:
@@ -549,6 +552,41 @@ def _previous_rows(out: Path, origins: set[str]) -> dict[str, list[dict[str, Any
     return rows
 
 
+def _previous_fingerprints(out: Path) -> dict[str, tuple[str, str]] | None:
+    """Fingerprint -> (code, rule) of the incidents the last run wrote to OUT; None when OUT
+    holds no previous run."""
+    path = out / "incidents.ndjson"
+    if not path.is_file():
+        return None
+    found: dict[str, tuple[str, str]] = {}
+    try:
+        for line in path.read_bytes().splitlines():
+            if line.strip():
+                row = orjson.loads(line)
+                found[row["fingerprint"]] = (row["code"], row["rule"])
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+    return found
+
+
+def compare_runs(before: dict[str, tuple[str, str]],
+                 incidents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per rule: incidents new since the previous run of this folder, still there, resolved."""
+    now = {r["fingerprint"]: (r["code"], r["rule"]) for r in incidents}
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def row(key: tuple[str, str]) -> dict[str, Any]:
+        return rows.setdefault(key, {"code": key[0], "rule": key[1], "new": 0, "still": 0,
+                                     "resolved": 0})
+
+    for fp, key in now.items():
+        row(key)["still" if fp in before else "new"] += 1
+    for fp, key in before.items():
+        if fp not in now:
+            row(key)["resolved"] += 1
+    return [rows[k] for k in sorted(rows)]
+
+
 def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], *,
               workers: int | None = None, full: bool = False, config: Config | None = None,
               progress: bool = True) -> BatchSummary:
@@ -603,6 +641,7 @@ def write_outputs(collected: Collected, out: Path, *, key: str,
     from forensics.index import write_index
 
     skipped = {o.label for o in collected.outcomes if o.status == "skipped"}
+    before = _previous_fingerprints(out)
     previous = _previous_rows(out, skipped)
     incidents = previous["incidents"] + collected.rows("incidents")
     sessions = previous["sessions"] + collected.rows("sessions")
@@ -649,6 +688,8 @@ def write_outputs(collected: Collected, out: Path, *, key: str,
     )
     for r in incidents:
         summary.by_rule[r["code"]] = summary.by_rule.get(r["code"], 0) + 1
+    if before is not None:
+        summary.changes = compare_runs(before, incidents)
     write_index(tables, summary, out)
     return summary
 

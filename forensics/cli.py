@@ -5,6 +5,9 @@ This is the only module that turns errors into exit codes:
 * 0: read everything, found nothing
 * 1: found incidents
 * 2: an error (nothing could be read, a bad option, a bad config)
+
+Inputs are named the same way in every command (``forensics.inputs``); what ``scan`` prints is
+``forensics.output``'s.
 """
 
 from __future__ import annotations
@@ -17,20 +20,50 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+import typer.core
 
 from forensics.errors import ForensicsError
+from forensics.output import Format as ScanFormat
 
 EXIT_CLEAN = 0
 EXIT_FINDINGS = 1
 EXIT_ERROR = 2
 
+
+def _version(value: bool) -> None:
+    if value:
+        from forensics import __version__
+
+        typer.echo(f"forensics {__version__}")
+        raise typer.Exit(EXIT_CLEAN)
+
+
 app = typer.Typer(
     name="forensics",
     help="Find what went wrong in AI coding-agent sessions (opencode, Claude Code, Codex).",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # help text is plain: [tool.forensics] must not read as markup
 )
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Find what went wrong in AI coding-agent sessions (opencode, Claude Code, Codex)."""
+
+
+def decide_exit(*, found: bool, problems: bool, strict: bool = False,
+                exit_zero: bool = False) -> int:
+    """The exit code of a command that read sessions (the hardening issue owns the meaning);
+    ``--exit-zero`` turns "found" into 0, never an error."""
+    if strict and problems:
+        return EXIT_ERROR
+    if found and not exit_zero:
+        return EXIT_FINDINGS
+    return EXIT_CLEAN
 
 
 class TurnsFormat(str, Enum):
@@ -38,11 +71,45 @@ class TurnsFormat(str, Enum):
     json = "json"
 
 
+PATHS_HELP = ("Session files, folders, agent data dirs, archives (.zip, .tar, .tar.gz, .tar.zst) "
+              "or - for standard input; several of each. None: every agent's default location.")
+Paths = Annotated[Optional[list[str]], typer.Argument(metavar="PATH", help=PATHS_HELP,
+                                                      show_default=False)]
+
+
+def _argument_type(self, ctx):
+    """Help shows an argument's metavar alone, not typer's ``<list[str]>`` beside it."""
+    return None if self.metavar else _typer_argument_type(self, ctx)
+
+
+_typer_argument_type = typer.core.TyperArgument.display_type_rich
+typer.core.TyperArgument.display_type_rich = _argument_type
 InputFormat = Annotated[
     Optional[str],
-    typer.Option("--input-format", help="Skip sniffing: opencode-export, opencode-run, "
-                 "opencode-storage, opencode-sqlite, claude-code, codex."),
+    typer.Option("--input-format", metavar="FORMAT",
+                 help="Skip sniffing: opencode-export, opencode-run, opencode-storage, "
+                      "opencode-sqlite, claude-code, codex."),
 ]
+Select = Annotated[Optional[list[str]], typer.Option(
+    "--select", metavar="RULE", help="Only these rules (code, code prefix or slug); repeatable.")]
+Ignore = Annotated[Optional[list[str]], typer.Option(
+    "--ignore", metavar="RULE", help="Skip these rules (code, code prefix or slug); repeatable.")]
+ConfigPath = Annotated[Optional[Path], typer.Option(
+    "--config", metavar="FILE", help="forensics.toml, or pyproject.toml with [tool.forensics] "
+    "(default: the nearest one in this folder or above).")]
+Since = Annotated[Optional[str], typer.Option(
+    "--since", metavar="WHEN", help="Only sessions active since then: 2026-11-30, 20261130, "
+    "an ISO date-time, or 7d / 12h / 2w ago.")]
+Until = Annotated[Optional[str], typer.Option(
+    "--until", metavar="WHEN", help="Only sessions started before then (a date: its end).")]
+Project = Annotated[Optional[list[str]], typer.Option(
+    "--project", metavar="TEXT", help="Only sessions whose project folder contains TEXT; "
+    "repeatable.")]
+Agent = Annotated[Optional[list[str]], typer.Option(
+    "--agent", metavar="AGENT", help="Only sessions of this agent (opencode, claude-code, "
+    "codex); repeatable.")]
+Verbose = Annotated[bool, typer.Option("--verbose", "-v",
+                                       help="Also list clean sessions and every read issue.")]
 
 
 def fail(message: str) -> "typer.Exit":
@@ -50,32 +117,121 @@ def fail(message: str) -> "typer.Exit":
     return typer.Exit(EXIT_ERROR)
 
 
-def load_sessions(path: Path, input_format: str | None, *, quiet_empty: bool = False):
-    """Sessions of PATH; per-file errors in a folder are printed and skipped."""
-    from forensics.ingest import iter_sessions
+def warn(message: str) -> None:
+    typer.echo(f"forensics: {message}", err=True)
 
-    errors: list = []
+
+def build_config(config: Path | None, select: list[str] | None, ignore: list[str] | None):
+    """The effective config: file (given or discovered), then command-line selection."""
+    from forensics.config import load_config
+
     try:
-        sessions = list(iter_sessions(path, format=input_format, errors=errors))
+        cfg = load_config(config)
+        if select:
+            cfg.select = list(select)
+        if ignore:
+            cfg.ignore = cfg.ignore + list(ignore)
+        cfg.rules()  # validates names
     except ForensicsError as exc:
         raise fail(str(exc))
+    return cfg
+
+
+def build_filter(since, until, project, agent):
+    from forensics.inputs import SessionFilter
+
+    try:
+        return SessionFilter.parse(since, until, project, agent)
+    except ForensicsError as exc:
+        raise fail(str(exc))
+
+
+def resolve_paths(paths: list[str] | None) -> list[str]:
+    """The names given, or every default location found (saying what was found where)."""
+    from forensics.inputs import inputs_or_defaults
+
+    try:
+        names, said = inputs_or_defaults(paths or [])
+    except ForensicsError as exc:
+        raise fail(str(exc))
+    for line in said:
+        warn(line)
+    return names
+
+
+def load_sessions(paths: list[str] | None, input_format: str | None, keep=None, *,
+                  verbose: bool = False):
+    """Sessions of every input; unreadable inputs are printed on stderr and skipped, and
+    nothing readable at all is an error (exit 2)."""
+    from forensics.inputs import read_inputs
+
+    names = resolve_paths(paths)
+    errors: list = []
+    sessions = [s for s in read_inputs(names, format=input_format, errors=errors)
+                if keep is None or keep.keeps(s)]
     for err in errors:
-        typer.echo(f"forensics: {err}", err=True)
-    if not sessions and not quiet_empty:
-        raise fail(f"{path}: no agent sessions found")
+        warn(str(err))
+    if not sessions:
+        if errors:  # each unreadable input has had its line
+            raise typer.Exit(EXIT_ERROR)
+        if keep is not None and keep.active:
+            raise fail("no session matches --since/--until/--project/--agent")
+        raise fail("no agent sessions could be read")
     return sessions, errors
+
+
+def scan_all(sessions, cfg, *, progress: bool = True):
+    """Every session scanned, with a progress line on stderr when the run is long."""
+    from forensics.batch import Progress
+    from forensics.engine import scan_session
+
+    rules = cfg.rules()
+    bar = Progress(progress and sys.stderr.isatty() and len(sessions) > 20)
+    results, found = [], 0
+    for n, s in enumerate(sessions, 1):
+        results.append(scan_session(s, cfg, rules))
+        found += len(results[-1].incidents)
+        bar.update(n, len(sessions), n, found)
+    if len(sessions) > 20:
+        bar.update(len(sessions), len(sessions), len(sessions), found, final=True)
+    return results
+
+
+def use_color(output: Path | None) -> bool:
+    """Colour on a terminal only: never into a file, a pipe, or with NO_COLOR set."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return output is None and sys.stdout.isatty()
+
+
+def report_read_issues(results, verbose: bool) -> None:
+    """Records a reader could not use, on stderr (the findings stay clean on stdout)."""
+    for r in results:
+        issues = r.session.issues
+        shown = issues if verbose else issues[:5]
+        for issue in shown:
+            warn(f"{issue}")
+        if len(issues) > len(shown):
+            warn(f"{r.session.source}: {len(issues) - len(shown)} more unreadable records "
+                 "(-v lists them)")
+        for crash in r.crashes:
+            warn(str(crash))
 
 
 @app.command()
 def turns(
-    path: Annotated[Path, typer.Argument(help="Session file, folder or opencode data dir.")],
+    paths: Paths = None,
     format: Annotated[TurnsFormat, typer.Option("--format", "-f")] = TurnsFormat.text,
     input_format: InputFormat = None,
+    since: Since = None, until: Until = None, project: Project = None, agent: Agent = None,
 ) -> None:
     """Print the typed timeline of each session: what forensics understood."""
     from forensics.timeline import summarize
 
-    sessions, _ = load_sessions(path, input_format)
+    keep = build_filter(since, until, project, agent)
+    sessions, _ = load_sessions(paths, input_format, keep)
     if format is TurnsFormat.json:
         import orjson
 
@@ -96,183 +252,121 @@ def turns(
         typer.echo("")
 
 
-class ScanFormat(str, Enum):
-    text = "text"
-    json = "json"
-    markdown = "markdown"
-    html = "html"
-
-
-SCHEMA_VERSION = 1
-"""Version of the ``scan --format json`` document; bumped only on breaking changes."""
-
-Select = Annotated[Optional[list[str]], typer.Option(
-    "--select", help="Only these rules (code, code prefix or slug); repeatable.")]
-Ignore = Annotated[Optional[list[str]], typer.Option(
-    "--ignore", help="Skip these rules (code, code prefix or slug); repeatable.")]
-ConfigPath = Annotated[Optional[Path], typer.Option(
-    "--config", help="forensics.toml or pyproject.toml with [tool.forensics].")]
-
-
-def build_config(config: Path | None, select: list[str] | None, ignore: list[str] | None):
-    """The effective config: file (given or discovered), then command-line selection."""
-    from forensics.config import load_config
-
-    try:
-        cfg = load_config(config)
-        if select:
-            cfg.select = list(select)
-        if ignore:
-            cfg.ignore = cfg.ignore + list(ignore)
-        cfg.rules()  # validates names
-    except ForensicsError as exc:
-        raise fail(str(exc))
-    return cfg
-
-
 @app.command()
 def scan(
-    paths: Annotated[list[Path], typer.Argument(help="Session files, folders or data dirs.")],
-    format: Annotated[ScanFormat, typer.Option("--format", "-f")] = ScanFormat.text,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o",
+    paths: Paths = None,
+    format: Annotated[ScanFormat, typer.Option(
+        "--format", "-f", help="text (terminal), json, jsonl (one finding a line), sarif "
+        "(2.1.0), github (workflow annotations), markdown or html (case studies).")
+    ] = ScanFormat.text,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE",
                       help="Write to this file instead of standard output.")] = None,
+    statistics: Annotated[bool, typer.Option(
+        "--statistics", help="Counts per rule instead of the findings.")] = False,
+    baseline: Annotated[Optional[Path], typer.Option(
+        "--baseline", metavar="FILE", help="Show only findings not in this baseline "
+        "(written by `forensics baseline`).")] = None,
+    exit_zero: Annotated[bool, typer.Option(
+        "--exit-zero", help="Exit 0 even when incidents are found (errors still exit 2).")
+    ] = False,
     select: Select = None,
     ignore: Ignore = None,
     config: ConfigPath = None,
     input_format: InputFormat = None,
+    since: Since = None, until: Until = None, project: Project = None, agent: Agent = None,
+    verbose: Verbose = False,
     strict: Annotated[bool, typer.Option(
         "--strict", help="Treat unreadable records and rule crashes as errors (exit 2).")] = False,
     redact: Annotated[bool, typer.Option(
-        "--redact/--no-redact", help="Redact secrets in markdown/html output.")] = True,
+        "--redact/--no-redact", help="Hide secrets in quoted transcript text.")] = True,
 ) -> None:
     """Find incidents in sessions: empty replies, duplicate launches, ignored errors, re-sends."""
-    from forensics.engine import scan_session
+    from forensics.output import Rendering, render
 
     cfg = build_config(config, select, ignore)
-    results, read_errors = [], []
-    for path in paths:
-        sessions, errors = load_sessions(path, input_format, quiet_empty=len(paths) > 1)
-        read_errors.extend(errors)
-        rules = cfg.rules()
-        results.extend(scan_session(s, cfg, rules) for s in sessions)
-    if not results:
-        raise fail("no agent sessions could be read")
-    if format is ScanFormat.json:
-        text = render_json(results, read_errors)
-    elif format is ScanFormat.text:
-        text = render_text(results, read_errors)
-    else:
-        from forensics import report
+    keep = build_filter(since, until, project, agent)
+    known = None
+    if baseline is not None:
+        from forensics.baseline import load_baseline
 
-        text = report.render_sessions(results, fmt=format.value, redact=redact)
+        try:
+            known = load_baseline(baseline)
+        except ForensicsError as exc:
+            raise fail(str(exc))
+    sessions, read_errors = load_sessions(paths, input_format, keep, verbose=verbose)
+    results = scan_all(sessions, cfg)
+    hidden = 0
+    if known is not None:
+        from forensics.baseline import only_new
+
+        results, hidden = only_new(results, known)
+    report_read_issues(results, verbose)
+    opts = Rendering(errors=read_errors, redact=redact, color=use_color(output) and
+                     format is ScanFormat.text, verbose=verbose, statistics=statistics,
+                     hidden=hidden,
+                     baseline={"file": str(baseline), "hidden": hidden} if known is not None
+                     else None)
+    text = render(format, results, opts)
     if output:
-        output.write_text(text, encoding="utf-8")
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise fail(f"{output}: {exc.strerror or exc}")
     else:
         sys.stdout.write(text)
-    incidents = sum(len(r.incidents) for r in results)
-    problems = read_errors or any(r.crashes or r.session.issues for r in results)
-    if strict and problems:
-        raise typer.Exit(EXIT_ERROR)
-    raise typer.Exit(EXIT_FINDINGS if incidents else EXIT_CLEAN)
+    problems = bool(read_errors) or any(r.crashes or r.session.issues for r in results)
+    raise typer.Exit(decide_exit(found=any(r.incidents for r in results), problems=problems,
+                                 strict=strict, exit_zero=exit_zero))
 
 
-def render_json(results, read_errors) -> str:
-    """The ``scan --format json`` contract that CI scripts rely on (see README)."""
-    import orjson
+@app.command("baseline")
+def baseline_command(
+    paths: Paths = None,
+    output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE",
+                      help="Where to write the baseline.")] = Path("forensics-baseline.json"),
+    select: Select = None,
+    ignore: Ignore = None,
+    config: ConfigPath = None,
+    input_format: InputFormat = None,
+    since: Since = None, until: Until = None, project: Project = None, agent: Agent = None,
+) -> None:
+    """Record today's findings so that `scan --baseline FILE` shows only new ones."""
+    from forensics.baseline import write_baseline
 
-    doc = {
-        "schema_version": SCHEMA_VERSION,
-        "sessions": [
-            {
-                "id": r.session.id,
-                "source": r.session.source,
-                "agent": r.session.agent,
-                "format": r.session.format,
-                "parent_id": r.session.parent_id,
-                "turns": len(r.session.turns),
-                "issues": [str(i) for i in r.session.issues],
-                "notes": r.session.notes,
-                "rule_errors": [str(c) for c in r.crashes],
-            }
-            for r in results
-        ],
-        "findings": [
-            {
-                "rule": i.rule,
-                "code": i.code,
-                "severity": i.severity,
-                "severity_reason": i.severity_reason,
-                "session_id": i.session_id,
-                "source": i.source,
-                "turn": i.turn,
-                "anchor": i.anchor,
-                "evidence": i.evidence,
-                "message": i.message,
-                "fingerprint": i.fingerprint,
-            }
-            for r in results
-            for i in r.incidents
-        ],
-        "errors": [str(e) for e in read_errors],
-    }
-    return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
-
-
-def render_text(results, read_errors) -> str:
-    lines: list[str] = []
-    total = 0
-    for r in results:
-        s = r.session
-        head = f"{s.source}  session {s.id} ({s.agent}, {len(s.turns)} turns)"
-        if s.parent_id:
-            head += f", subagent of {s.parent_id}"
-        lines.append(head)
-        if not r.incidents:
-            lines.append("  no incidents")
-        for i in r.incidents:
-            total += 1
-            lines.append(f"  {i.severity.upper():<6} {i.code} {i.rule:<20} turn {i.turn:<5} "
-                         f"{i.anchor}")
-            lines.append(f"         {i.message}")
-            if i.evidence:
-                lines.append(f"         evidence: {', '.join(i.evidence[:6])}"
-                             + (" …" if len(i.evidence) > 6 else ""))
-            lines.append(f"         severity: {i.severity_reason}")
-        for issue in s.issues[:20]:
-            lines.append(f"  read issue: {issue}")
-        if len(s.issues) > 20:
-            lines.append(f"  … {len(s.issues) - 20} more read issues")
-        for crash in r.crashes:
-            lines.append(f"  rule error: {crash}")
-        lines.append("")
-    for err in read_errors:
-        lines.append(f"unreadable: {err}")
-    sessions = len(results)
-    lines.append(f"{total} incident{'s' * (total != 1)} in {sessions} "
-                 f"session{'s' * (sessions != 1)}" + (f", {len(read_errors)} unreadable"
-                                                     if read_errors else ""))
-    return "\n".join(lines) + "\n"
+    cfg = build_config(config, select, ignore)
+    keep = build_filter(since, until, project, agent)
+    sessions, _ = load_sessions(paths, input_format, keep)
+    results = scan_all(sessions, cfg)
+    try:
+        n = write_baseline(results, output)
+    except OSError as exc:
+        raise fail(f"{output}: {exc.strerror or exc}")
+    typer.echo(f"recorded {n} finding{'s' * (n != 1)} of {len(results)} "
+               f"session{'s' * (len(results) != 1)} in {output}")
 
 
 @app.command("report")
 def report_command(
-    path: Annotated[Path, typer.Argument(help="Session file, folder or opencode data dir.")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write the reports to.")],
+    paths: Paths = None,
+    output: Annotated[Path, typer.Option("--output", "-o", metavar="DIR",
+                                         help="Folder to write the reports to.")] = ...,
     redact: Annotated[bool, typer.Option(
         "--redact/--no-redact", help="Redact secrets (API keys, tokens, passwords).")] = True,
     select: Select = None,
     ignore: Ignore = None,
     config: ConfigPath = None,
     input_format: InputFormat = None,
+    since: Since = None, until: Until = None, project: Project = None, agent: Agent = None,
+    exit_zero: Annotated[bool, typer.Option(
+        "--exit-zero", help="Exit 0 even when incidents are found.")] = False,
 ) -> None:
     """Write a case study per incident (Markdown and HTML), one folder per session."""
-    from forensics.engine import scan_session
     from forensics.report import write_reports
 
     cfg = build_config(config, select, ignore)
-    sessions, _ = load_sessions(path, input_format)
-    rules = cfg.rules()
-    results = [scan_session(s, cfg, rules) for s in sessions]
+    keep = build_filter(since, until, project, agent)
+    sessions, _ = load_sessions(paths, input_format, keep)
+    results = scan_all(sessions, cfg)
     try:
         written = write_reports(results, output, redact=redact)
     except OSError as exc:
@@ -286,7 +380,7 @@ def report_command(
     typer.echo(f"wrote {len(written)} files to {output} "
                f"({incidents} incident{'s' * (incidents != 1)} in {len(results)} "
                f"session{'s' * (len(results) != 1)})")
-    raise typer.Exit(EXIT_FINDINGS if incidents else EXIT_CLEAN)
+    raise typer.Exit(decide_exit(found=incidents > 0, problems=False, exit_zero=exit_zero))
 
 
 @app.command("rules")
@@ -324,13 +418,13 @@ def rules_command(
 
 @app.command()
 def batch(
-    paths: Annotated[list[Path], typer.Argument(
-        help="Session files, folders (agent data dirs, any tree mixing formats) and archives "
-             "(.zip, .tar, .tar.gz, .tar.zst), read in place.")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write the tables "
-                                         "and index page to; reruns skip unchanged sources.")],
+    paths: Paths = None,
+    output: Annotated[Path, typer.Option("--output", "-o", metavar="DIR", help="Folder to "
+                                         "write the tables and index page to; reruns skip "
+                                         "unchanged sources.")] = ...,
     workers: Annotated[Optional[int], typer.Option(
-        "--workers", "-j", min=1, help="Worker processes (default: one per core).")] = None,
+        "--workers", "-j", min=1, metavar="N", help="Worker processes (default: one per core).")
+    ] = None,
     full: Annotated[bool, typer.Option("--full", help="Rescan every source, changed or not.")
                     ] = False,
     select: Select = None,
@@ -339,21 +433,33 @@ def batch(
     progress: Annotated[bool, typer.Option(
         "--progress/--no-progress", help="Progress line on stderr (when it is a terminal).")
     ] = True,
+    exit_zero: Annotated[bool, typer.Option(
+        "--exit-zero", help="Exit 0 even when incidents are found.")] = False,
 ) -> None:
     """Scan many sessions in parallel: incidents.parquet, sessions.parquet, index.html."""
+    import tempfile
+
     from forensics.batch import run_batch
+    from forensics.inputs import STDIN, expand
 
     cfg = build_config(config, select, ignore)
-    try:
-        summary = run_batch(paths, output, workers=workers, full=full, config=cfg,
-                            progress=progress)
-    except OSError as exc:
-        raise fail(f"{exc.filename or output}: {exc.strerror or exc}")
+    names = [expand(n) for n in resolve_paths(paths)]
+    with tempfile.TemporaryDirectory(prefix="forensics-stdin-") as tmp:
+        if STDIN in names:  # workers read files: standard input becomes one
+            piped = Path(tmp) / "stdin.jsonl"
+            piped.write_bytes(sys.stdin.buffer.read())
+            names = [str(piped) if n == STDIN else n for n in names]
+        try:
+            summary = run_batch(names, output, workers=workers, full=full, config=cfg,
+                                progress=progress)
+        except OSError as exc:
+            raise fail(f"{exc.filename or output}: {exc.strerror or exc}")
     typer.echo(str(summary))
     if summary.sessions == 0:
         typer.echo("forensics: no agent sessions could be read", err=True)
         raise typer.Exit(EXIT_ERROR)
-    raise typer.Exit(EXIT_FINDINGS if summary.incidents else EXIT_CLEAN)
+    raise typer.Exit(decide_exit(found=summary.incidents > 0, problems=False,
+                                 exit_zero=exit_zero))
 
 
 @app.command()
