@@ -21,7 +21,7 @@ def finding_doc(loc: Located, opts: Rendering) -> dict[str, Any]:
         "rule": i.rule,
         "code": i.code,
         "severity": i.severity,
-        "severity_reason": i.severity_reason,
+        "severity_reason": clean(i.severity_reason, opts),
         "session_id": i.session_id,
         "source": i.source,
         "path": loc.path,

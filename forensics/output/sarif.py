@@ -75,7 +75,7 @@ def _result(loc: Located, index: dict[str, int], opts: Rendering) -> dict[str, A
         "locations": [_location(loc)],
         "partialFingerprints": {FINGERPRINT_KEY: i.fingerprint},
         "properties": {"rule": i.rule, "severity": i.severity,
-                       "severityReason": i.severity_reason, "sessionId": i.session_id,
+                       "severityReason": clean(i.severity_reason, opts), "sessionId": i.session_id,
                        "anchor": i.anchor, "turn": i.turn, "evidence": i.evidence},
     }
 

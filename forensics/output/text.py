@@ -46,7 +46,7 @@ def render_text(results: Sequence[ScanResult], opts: Rendering) -> str:
                 if i.evidence:
                     more = " …" if len(i.evidence) > 6 else ""
                     lines.append(f"    evidence: {', '.join(i.evidence[:6])}{more}")
-                lines.append(f"    severity: {i.severity_reason}")
+                lines.append(f"    severity: {clean(i.severity_reason, opts)}")
         if opts.verbose and not r.incidents:
             s = r.session
             parent = f", subagent of {s.parent_id}" if s.parent_id else ""
