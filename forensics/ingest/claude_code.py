@@ -36,6 +36,10 @@ One JSON object per line, tagged by ``type``. What becomes which turn:
   ``pr-link``, ``worktree-state``, ``frame-link``, ``relocated``, ``bridge-session``,
   ``atis-latch``, ``started``, ``result``, ``tag``. Any other type is counted as a ``ReadIssue``.
 
+Session id: the uuid in the file's name (Claude Code names each transcript after its session),
+else the first ``sessionId``; a resumed session's file starts with lines of the session it
+resumed, whose ids are noted as ``resumed from …``.
+
 Subagent files (every conversational line ``isSidechain``, or under ``subagents/``, or named
 ``agent-*.jsonl``) become session ``agent-<agentId>`` with ``parent_id`` = the parent's
 ``sessionId``; their "user" turns are the parent agent's instructions. A file that mixes main and
