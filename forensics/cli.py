@@ -383,6 +383,54 @@ def report_command(
     raise typer.Exit(decide_exit(found=incidents > 0, problems=False, exit_zero=exit_zero))
 
 
+@app.command()
+def hook(
+    agent: Annotated[str, typer.Argument(metavar="AGENT", help="claude-code (hook input on "
+                                         "standard input), codex (notify JSON) or opencode.")],
+    payload: Annotated[Optional[str], typer.Argument(
+        metavar="[PAYLOAD]", help="codex: the JSON notify appends; opencode: the session id.",
+        show_default=False)] = None,
+    state: Annotated[Optional[Path], typer.Option(
+        "--state", metavar="FILE", help="Where the findings already printed are remembered "
+        "(default: $XDG_STATE_HOME/forensics/hook-seen.json).")] = None,
+    select: Select = None,
+    ignore: Ignore = None,
+    config: ConfigPath = None,
+    redact: Annotated[bool, typer.Option(
+        "--redact/--no-redact", help="Hide secrets in quoted transcript text.")] = True,
+) -> None:
+    """Print the new findings of the session that just ended (for agent hooks).
+
+    Exits 0 whatever it finds (a hook must not stop the agent), 1 when it cannot tell which
+    session it was or cannot read it; never 2, which Claude Code reads as "block".
+    """
+    from forensics.hooks import default_state_file, target, unseen
+    from forensics.inputs import read_inputs
+    from forensics.output import Rendering, render
+
+    try:
+        where = target(agent, payload, sys.stdin.read() if agent == "claude-code" else None)
+        cfg = build_config(config, select, ignore)
+    except ForensicsError as exc:
+        warn(str(exc))
+        raise typer.Exit(1)
+    except typer.Exit:
+        raise typer.Exit(1)
+    errors: list = []
+    sessions = [s for s in read_inputs(where.paths, errors=errors)
+                if where.agent == "claude-code" or where.session_id in (s.id, s.parent_id)]
+    if not sessions:
+        for err in errors:
+            warn(str(err))
+        warn(f"{agent} session {where.session_id or ''}: nothing readable in "
+             f"{', '.join(where.paths)}")
+        raise typer.Exit(1)
+    results = unseen(scan_all(sessions, cfg, progress=False), state or default_state_file())
+    if any(r.incidents for r in results):
+        sys.stdout.write(render("text", results, Rendering(redact=redact)))
+    raise typer.Exit(EXIT_CLEAN)
+
+
 @app.command("rules")
 def rules_command(
     name: Annotated[Optional[str], typer.Argument(help="Show one rule's documentation.")] = None,
