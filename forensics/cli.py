@@ -174,10 +174,15 @@ def load_sessions(paths: list[str] | None, input_format: str | None, keep=None, 
     if not sessions:
         if errors:  # each unreadable input has had its line
             raise typer.Exit(EXIT_ERROR)
-        if keep is not None and keep.active:
-            raise fail("no session matches --since/--until/--project/--agent")
+        if keep is not None and keep.active:  # read fine, none wanted: not an error
+            warn("no session matches --since/--until/--project/--agent")
+            return [], errors
         raise fail("no agent sessions could be read")
     return sessions, errors
+
+
+PROGRESS_AFTER = 20
+"""Sessions beyond which a scan draws a progress line (on a terminal)."""
 
 
 def scan_all(sessions, cfg, *, progress: bool = True):
@@ -186,13 +191,15 @@ def scan_all(sessions, cfg, *, progress: bool = True):
     from forensics.engine import scan_session
 
     rules = cfg.rules()
-    bar = Progress(progress and sys.stderr.isatty() and len(sessions) > 20)
+    long_run = len(sessions) > PROGRESS_AFTER
+    shown = sys.stderr.isatty() or os.environ.get("FORENSICS_PROGRESS") == "1"
+    bar = Progress(progress and long_run and shown)
     results, found = [], 0
     for n, s in enumerate(sessions, 1):
         results.append(scan_session(s, cfg, rules))
         found += len(results[-1].incidents)
         bar.update(n, len(sessions), n, found)
-    if len(sessions) > 20:
+    if long_run:
         bar.update(len(sessions), len(sessions), len(sessions), found, final=True)
     return results
 
