@@ -82,8 +82,15 @@ def _argument_type(self, ctx):
     return None if self.metavar else _typer_argument_type(self, ctx)
 
 
+def _argument_usage(self) -> str:
+    """Usage names a required argument ``NAME`` (POSIX style), not typer's ``{NAME}``."""
+    name = self.display_name_raw if self.required else f"[{self.display_name_raw}]"
+    return name + ("..." if self.nargs != 1 else "")
+
+
 _typer_argument_type = typer.core.TyperArgument.display_type_rich
 typer.core.TyperArgument.display_type_rich = _argument_type
+typer.core.TyperArgument._usage_display_name = _argument_usage
 InputFormat = Annotated[
     Optional[str],
     typer.Option("--input-format", metavar="FORMAT",
@@ -395,7 +402,7 @@ def hook(
     agent: Annotated[str, typer.Argument(metavar="AGENT", help="claude-code (hook input on "
                                          "standard input), codex (notify JSON) or opencode.")],
     payload: Annotated[Optional[str], typer.Argument(
-        metavar="[PAYLOAD]", help="codex: the JSON notify appends; opencode: the session id.",
+        metavar="PAYLOAD", help="codex: the JSON notify appends; opencode: the session id.",
         show_default=False)] = None,
     state: Annotated[Optional[Path], typer.Option(
         "--state", metavar="FILE", help="Where the findings already printed are remembered "
@@ -440,7 +447,9 @@ def hook(
 
 @app.command("rules")
 def rules_command(
-    name: Annotated[Optional[str], typer.Argument(help="Show one rule's documentation.")] = None,
+    name: Annotated[Optional[str], typer.Argument(
+        metavar="RULE", help="Show one rule's documentation (code or slug).", show_default=False)
+    ] = None,
 ) -> None:
     """List the rules, or print one rule's documentation."""
     from forensics.rules import registry, resolve

@@ -133,6 +133,9 @@ def test_help_is_plain_and_completion_is_on() -> None:
         text = cli(command, "--help", env={"COLUMNS": "200"}).stdout
         assert "<list[" not in text and "{paths}" not in text, command
         assert "[PATH]..." in text
+    assert cli("hook", "--help").stdout.startswith(
+        "Usage: forensics hook [OPTIONS] AGENT [PAYLOAD]\n")
+    assert cli("rules", "--help").stdout.startswith("Usage: forensics rules [OPTIONS] [RULE]\n")
     words = " ".join(cli("scan", "--help").stdout.split())
     assert "pyproject.toml with [tool.forensics]" in words
 
