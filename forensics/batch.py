@@ -48,6 +48,7 @@ from forensics.frame import (
     incident_rows,
     session_row,
 )
+from forensics.inputs import SessionFilter
 
 STATE_FILE = "state.json"
 OUTPUT_FILES = ("incidents.parquet", "incidents.ndjson", "sessions.parquet", "sessions.ndjson",
@@ -181,14 +182,16 @@ class _Inline:
 _worker: dict[str, Any] = {}
 
 
-def _init_worker(config: Config, cases_dir: str | None) -> None:
-    """Once per process: resolve the rules (imports every rule module) and keep the config."""
+def _init_worker(config: Config, cases_dir: str | None, keep: SessionFilter | None = None) -> None:
+    """Once per process: resolve the rules (imports every rule module) and keep the config
+    and which sessions to keep (``--since``, ``--agent``…)."""
     from forensics.archive import _zip
 
     _zip.cache_clear()  # a forked worker must not share the parent's open zip file offsets
     _worker["config"] = config
     _worker["rules"] = config.rules()
     _worker["cases_dir"] = cases_dir
+    _worker["keep"] = keep
 
 
 def _process(unit: Unit, known_hash: str | None) -> UnitOutcome:
@@ -215,8 +218,10 @@ def _process(unit: Unit, known_hash: str | None) -> UnitOutcome:
     for exc in read.errors:
         out.errors.append(_error_row(unit.label, exc.path, exc.reason, kind="unreadable",
                                      line=exc.line))
-    config, rules = _worker["config"], _worker["rules"]
+    config, rules, keep = _worker["config"], _worker["rules"], _worker.get("keep")
     for session in read.sessions:
+        if keep is not None and not keep.keeps(session):
+            continue
         result = scan_session(session, config, rules)
         cases = _write_cases(result, _worker.get("cases_dir"), unit.label)
         out.sessions.append(session_row(result, origin=unit.label))
@@ -306,7 +311,8 @@ def collect(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = No
             config: Config | None = None, progress: bool = False,
             known: dict[str, dict[str, str]] | None = None,
             cases_dir: str | None = None,
-            exclude: Sequence[str | os.PathLike[str]] = ()) -> Collected:
+            exclude: Sequence[str | os.PathLike[str]] = (),
+            keep: SessionFilter | None = None) -> Collected:
     """Read and scan every unit under ``paths``; nothing is written.
 
     ``known`` maps a unit label to its previous ``{"hash", "stamp"}``: units with an unchanged
@@ -349,11 +355,11 @@ def collect(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = No
             yield unit, (prev or {}).get("hash")
 
     if workers <= 1:
-        _init_worker(config, cases_dir)
+        _init_worker(config, cases_dir, keep)
         for unit, prev_hash in pending():
             take(_process(unit, prev_hash))
     else:
-        _run_pool(pending(), total, workers, config, cases_dir, take)
+        _run_pool(pending(), total, workers, (config, cases_dir, keep), take)
     bar.update(counts["done"], total, counts["sessions"], counts["incidents"], final=True)
     out.elapsed = time.monotonic() - start
     return out
@@ -379,8 +385,8 @@ def _pool_context():
 Item = tuple[Unit, "str | None"]
 
 
-def _run_pool(items: Iterator[Item], total: int | None, workers: int, config: Config,
-              cases_dir: str | None, take: Callable[[UnitOutcome], None]) -> None:
+def _run_pool(items: Iterator[Item], total: int | None, workers: int, setup: tuple,
+              take: Callable[[UnitOutcome], None]) -> None:
     """Chunks of units to a process pool, with a bounded number in flight (a compressed tar's
     member bytes wait in memory only while their chunk is queued).
 
@@ -393,7 +399,7 @@ def _run_pool(items: Iterator[Item], total: int | None, workers: int, config: Co
     size = 4 if total is None else max(1, min(8, total // (workers * 16)))
     retry: list[Item] = []
     while True:
-        lost = _pool_pass(items, retry, size, workers, config, cases_dir, take)
+        lost = _pool_pass(items, retry, size, workers, setup, take)
         if not lost:
             return
         retry = []
@@ -408,8 +414,8 @@ def _run_pool(items: Iterator[Item], total: int | None, workers: int, config: Co
 
 
 def _pool_pass(items: Iterator[Item], retry: list[Item], size: int, workers: int,
-               config: Config, cases_dir: str | None,
-               take: Callable[[UnitOutcome], None]) -> list[tuple[list[Item], bool]]:
+               setup: tuple, take: Callable[[UnitOutcome], None]
+               ) -> list[tuple[list[Item], bool]]:
     """One pool's life: the retried units singly, then the rest in chunks. Returns the chunks
     lost when a worker died (with whether each was a single retried unit), else []."""
     in_flight: dict[Future, tuple[list[Item], bool]] = {}
@@ -431,7 +437,7 @@ def _pool_pass(items: Iterator[Item], retry: list[Item], size: int, workers: int
                     take(outcome)
 
     with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(),
-                             initializer=_init_worker, initargs=(config, cases_dir)) as pool:
+                             initializer=_init_worker, initargs=setup) as pool:
         def submit(chunk: list[Item], alone: bool) -> None:
             try:
                 in_flight[pool.submit(_process_chunk, chunk)] = (chunk, alone)
@@ -512,10 +518,10 @@ class BatchSummary:
         return "\n".join(lines)
 
 
-def _config_key(config: Config) -> str:
+def _config_key(config: Config, keep: SessionFilter | None = None) -> str:
     rules = [(s.code, s.path, sorted(config.params_for(s).items(), key=str))
              for s in config.rules()]
-    return _digest([orjson.dumps([SCHEMA_VERSION, repr(rules)])])
+    return _digest([orjson.dumps([SCHEMA_VERSION, repr(rules), repr(keep)])])
 
 
 def _load_state(out: Path, key: str) -> dict[str, dict[str, str]]:
@@ -589,7 +595,7 @@ def compare_runs(before: dict[str, tuple[str, str]],
 
 def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], *,
               workers: int | None = None, full: bool = False, config: Config | None = None,
-              progress: bool = True) -> BatchSummary:
+              progress: bool = True, keep: SessionFilter | None = None) -> BatchSummary:
     """Scan every session under ``paths`` and write the tables and index page to ``out``.
 
     Parameters
@@ -609,6 +615,8 @@ def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
     progress
         Draw a progress line on stderr when it is a terminal (``FORENSICS_PROGRESS=1``
         forces it).
+    keep
+        Only the sessions this filter keeps (``forensics.inputs.SessionFilter``).
 
     Returns
     -------
@@ -618,13 +626,13 @@ def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     config = config or Config()
-    key = _config_key(config)
+    key = _config_key(config, keep if keep is not None and keep.active else None)
     known = {} if full else _load_state(out, key)
     cases_dir = str(out / "cases") if _reporter_available() else None
     collected = collect(paths, workers=workers, config=config,
                         progress=progress and (sys.stderr.isatty()
                                                or os.environ.get("FORENSICS_PROGRESS") == "1"),
-                        known=known, cases_dir=cases_dir, exclude=[out])
+                        known=known, cases_dir=cases_dir, exclude=[out], keep=keep)
     return write_outputs(collected, out, key=key, rescanned_all=full or not known)
 
 

@@ -499,6 +499,7 @@ def batch(
     ] = True,
     exit_zero: Annotated[bool, typer.Option(
         "--exit-zero", help="Exit 0 even when incidents are found.")] = False,
+    since: Since = None, until: Until = None, project: Project = None, agent: Agent = None,
 ) -> None:
     """Scan many sessions in parallel: incidents.parquet, sessions.parquet, index.html."""
     import tempfile
@@ -507,6 +508,7 @@ def batch(
     from forensics.inputs import STDIN, expand
 
     cfg = build_config(config, select, ignore)
+    keep = build_filter(since, until, project, agent)
     names = [expand(n) for n in resolve_paths(paths)]
     with tempfile.TemporaryDirectory(prefix="forensics-stdin-") as tmp:
         if STDIN in names:  # workers read files: standard input becomes one
@@ -515,7 +517,7 @@ def batch(
             names = [str(piped) if n == STDIN else n for n in names]
         try:
             summary = run_batch(names, output, workers=workers, full=full, config=cfg,
-                                progress=progress)
+                                progress=progress, keep=keep if keep.active else None)
         except OSError as exc:
             raise fail(f"{exc.filename or output}: {exc.strerror or exc}")
     typer.echo(str(summary))

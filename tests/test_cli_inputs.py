@@ -175,3 +175,19 @@ def test_progress_on_stderr_for_long_runs(tmp_path: Path) -> None:
     assert "25/25 sources · 25 sessions · 50 incidents" in out.stderr
     short = cli("scan", CODEX, env={"FORENSICS_PROGRESS": "1"})
     assert short.stderr == ""
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_batch_filters(tmp_path: Path, workers: str) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "c.jsonl").write_bytes(CLAUDE.read_bytes())
+    (logs / "x.jsonl").write_bytes(CODEX.read_bytes())
+    out = cli("batch", logs, "-o", tmp_path / "t", "-j", workers, "--no-progress",
+              "--agent", "codex")
+    assert out.exit_code == 1, out.stderr
+    assert out.stdout.startswith("1 sessions from 2 sources, 2 incidents")
+    rows = [orjson.loads(l) for l in (tmp_path / "t" / "sessions.ndjson").read_bytes().split()]
+    assert [r["agent"] for r in rows] == ["codex"]
+    again = cli("batch", logs, "-o", tmp_path / "t", "-j", workers, "--no-progress")
+    assert again.stdout.startswith("2 sessions from 2 sources, 5 incidents")  # filter changed
