@@ -129,6 +129,8 @@ def test_version() -> None:
 def test_help_is_plain_and_completion_is_on() -> None:
     top = cli("--help").stdout
     assert "--install-completion" in top and "--show-completion" in top
+    script = cli("--show-completion", "bash").stdout
+    assert script.startswith("_forensics_completion()") and "_FORENSICS_COMPLETE" in script
     for command in ("scan", "report", "turns", "batch", "baseline"):
         text = cli(command, "--help", env={"COLUMNS": "200"}).stdout
         assert "<list[" not in text and "{paths}" not in text, command

@@ -8,7 +8,6 @@ import types
 from pathlib import Path
 
 import orjson
-import pytest
 from typer.testing import CliRunner
 
 from conftest import FIXTURES

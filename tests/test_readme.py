@@ -15,7 +15,6 @@ import subprocess
 import sys
 import tarfile
 import tomllib
-from pathlib import Path
 
 import orjson
 import pytest

@@ -10,7 +10,7 @@ place. Case-study formats (``markdown``, ``html``) are ``forensics.report``'s.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 
 from forensics.engine import ScanResult
@@ -36,9 +36,7 @@ class Located:
     incident: Incident
     path: str
     line: int | None
-    database: bool
-    """The source is a database or a JSON document: only a logical location (session, message)
-    names the record."""
+    """None for a database or a JSON document: only the session and anchor name the record."""
 
 
 def locate(result: ScanResult) -> list[Located]:
@@ -49,9 +47,7 @@ def locate(result: ScanResult) -> list[Located]:
         turns = session.turns
         turn = turns[incident.turn - 1] if 0 < incident.turn <= len(turns) else None
         path = (turn.file if turn is not None and turn.file else None) or session.source
-        line = turn.line if turn is not None else None
-        database = line is None
-        out.append(Located(incident, path, line, database))
+        out.append(Located(incident, path, turn.line if turn is not None else None))
     return out
 
 
@@ -81,7 +77,7 @@ class Rendering:
     baseline: dict[str, object] | None = None
     """When a baseline filtered the findings: counts of what it hid."""
     hidden: int = 0
-    extra: dict[str, object] = field(default_factory=dict)
+    """Findings the baseline hid."""
 
 
 def render(fmt: Format | str, results: Sequence[ScanResult], opts: Rendering) -> str:
