@@ -6,13 +6,17 @@ family. Templates use ``~`` (the home folder: ``HOME``, ``USERPROFILE`` on Windo
 ``replaces_defaults`` (``CLAUDE_CONFIG_DIR``, ``CODEX_HOME``) that resolves makes the agent's
 other entries be skipped, as the agent itself would not look there either.
 
-A reader module (``forensics.ingest.<format>``) may carry its own ``DEFAULT_LOCATIONS``: a list
-of ``Location`` or of plain template strings (every platform); they are added to the table, so a
-new agent's reader brings its locations with it.
+A reader module (``forensics.ingest.<format>``) may carry its own ``DEFAULT_LOCATIONS``, added
+to the table so that a new agent's reader brings its locations with it. Either a list of
+``Location`` or of template strings (every platform), or a mapping of platform (``linux``,
+``darwin``, ``windows``) to template strings, where Windows templates may use ``%VAR%`` and any
+template ``*`` for one path segment (other keys, such as ``env`` and ``notes``, are prose for
+people and ignored here). The agent's name is the module's ``FORMAT`` (else the format name).
 """
 
 from __future__ import annotations
 
+import glob
 import importlib
 import os
 import re
@@ -56,9 +60,13 @@ DEFAULT_LOCATIONS: tuple[Location, ...] = (
 class Found:
     agent: str
     path: Path
+    pattern: str = ""
+    """The template, when it has ``*`` segments and so may match many folders."""
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_WINDOWS_VAR = re.compile(r"%([A-Za-z_][A-Za-z0-9_]*)%")
+PLATFORM_KEYS = {"linux": "linux", "darwin": "darwin", "windows": "win32", "win32": "win32"}
 
 
 def platform_family(platform: str | None = None) -> str:
@@ -87,7 +95,13 @@ def expand(template: str, env: Mapping[str, str], *, several: bool = False,
     for v in values:
         if v == "~" or v.startswith(("~/", "~\\")):
             v = home + v[1:]
-        out.append(Path(v))
+        if os.sep == "/":  # a Windows template read elsewhere (tests, a mounted home)
+            v = v.replace("\\", "/")
+        v = v.rstrip("/\\") or v
+        if "*" in v:
+            out.extend(Path(m) for m in sorted(glob.glob(v)))
+        else:
+            out.append(Path(v))
     return out
 
 
@@ -96,15 +110,29 @@ def reader_locations() -> list[Location]:
     from forensics.ingest import FORMATS
 
     out: list[Location] = []
-    for fmt, module in FORMATS.items():
+    for fmt, name in FORMATS.items():
         try:
-            entries = getattr(importlib.import_module(module), "DEFAULT_LOCATIONS", ())
+            module = importlib.import_module(name)
         except ImportError:
             continue
-        agent = getattr(importlib.import_module(module), "AGENT", fmt)
+        entries = getattr(module, "DEFAULT_LOCATIONS", ())
+        agent = getattr(module, "FORMAT", None) or fmt
+        if isinstance(entries, Mapping):
+            for key, templates in entries.items():
+                platform = PLATFORM_KEYS.get(key)
+                if platform is None:
+                    continue  # "env", "notes": prose
+                out.extend(Location(agent, _dollar_vars(t), (platform,)) for t in templates)
+            continue
         for entry in entries:
-            out.append(entry if isinstance(entry, Location) else Location(agent, str(entry)))
+            out.append(entry if isinstance(entry, Location)
+                       else Location(agent, _dollar_vars(str(entry))))
     return out
+
+
+def _dollar_vars(template: str) -> str:
+    """``%APPDATA%`` written as ``${APPDATA}``, so an unset variable skips the entry."""
+    return _WINDOWS_VAR.sub(lambda m: "${" + m.group(1) + "}", template)
 
 
 def table() -> list[Location]:
@@ -133,11 +161,20 @@ def discover(env: Mapping[str, str] | None = None, *, platform: str | None = Non
             if key in seen or any(key.startswith(s + os.sep) for s in seen):
                 continue
             seen.add(key)
-            found.append(Found(loc.agent, path))
+            found.append(Found(loc.agent, path, loc.template if "*" in loc.template else ""))
     return found
 
 
 def describe(found: Iterable[Found]) -> str:
-    """The line telling what was found where."""
-    parts = [f"{f.agent} in {f.path}" for f in found]
+    """The line telling what was found where (many folders matching one ``*`` template, such
+    as one per project, counted rather than listed)."""
+    groups: dict[tuple[str, str], list[Path]] = {}
+    for f in found:
+        groups.setdefault((f.agent, f.pattern or str(f.path)), []).append(f.path)
+    parts = []
+    for (agent, pattern), paths in groups.items():
+        if len(paths) > 3:
+            parts.append(f"{agent} in {len(paths)} folders matching {pattern}")
+        else:
+            parts.extend(f"{agent} in {p}" for p in paths)
     return "reading the agents' default locations: " + "; ".join(parts)

@@ -120,6 +120,37 @@ def test_a_reader_brings_its_own_locations(tmp_path: Path, monkeypatch) -> None:
         ("cline", "home/.config/Code/User/globalStorage/saoudrizwan.claude-dev/tasks")]
 
 
+def test_a_reader_declares_locations_per_platform(tmp_path: Path, monkeypatch) -> None:
+    """The per-platform mapping the new readers use: ``~``, ``%VAR%`` on Windows, ``*`` for one
+    segment (a project id), and prose keys that discovery ignores."""
+    from forensics.ingest import FORMATS
+    from forensics.locations import describe
+
+    module = types.ModuleType("fake_gemini_reader")
+    module.FORMAT = "gemini-cli"
+    module.DEFAULT_LOCATIONS = {
+        "linux": ["~/.gemini/tmp/*/chats/"],
+        "darwin": ["~/.gemini/tmp/*/chats/"],
+        "windows": ["%USERPROFILE%\\.gemini\\tmp\\*\\chats\\"],
+        "env": ["no environment variable moves ~/.gemini"],
+        "notes": ["subagents: chats/<parentSessionId>/"],
+    }
+    monkeypatch.setitem(sys.modules, "fake_gemini_reader", module)
+    monkeypatch.setitem(FORMATS, "gemini-cli", "fake_gemini_reader")
+    home = tmp_path / "home"
+    for project in ("p1", "p2", "p3", "p4"):
+        (home / ".gemini" / "tmp" / project / "chats").mkdir(parents=True)
+    (home / ".gemini" / "tmp" / "p5").mkdir()  # no chats/: not a match
+    assert found(home) == [("gemini-cli", f"home/.gemini/tmp/p{n}/chats") for n in range(1, 5)]
+    win = discover({**CLEAN_ENV, "USERPROFILE": str(home)}, platform="win32")
+    assert [f.path for f in win] == [home / ".gemini" / "tmp" / f"p{n}" / "chats"
+                                     for n in range(1, 5)]
+    assert discover({**CLEAN_ENV, "HOME": str(home)}, platform="win32") == []  # no USERPROFILE
+    line = describe(discover({**CLEAN_ENV, "HOME": str(home)}, platform="linux"))
+    assert line == ("reading the agents' default locations: gemini-cli in 4 folders matching "
+                    "~/.gemini/tmp/*/chats/")
+
+
 def test_zero_argument_scan_says_what_it_read_where(tmp_path: Path) -> None:
     home = fake_home(tmp_path)
     env = {**CLEAN_ENV, "HOME": str(home)}
