@@ -252,8 +252,10 @@ class Progress:
     """One stderr line: sources done/total, sessions, incidents, rate, ETA. Redrawn at most
     ten times a second; silent when disabled."""
 
-    def __init__(self, enabled: bool, stream=None) -> None:
+    def __init__(self, enabled: bool, stream=None, *, sources: bool = True) -> None:
         self.enabled = enabled
+        self.sources = sources
+        """False: a run over sessions one at a time (``scan``), whose line counts only them."""
         self.stream = stream or sys.stderr
         self.start = time.monotonic()
         self.last = 0.0
@@ -273,8 +275,8 @@ class Progress:
         eta = ""
         if total and done and not final:
             eta = f" · ETA {_clock((total - done) * elapsed / done)}"
-        line = (f"{done}{of} sources · {sessions} sessions · {incidents} incidents · "
-                f"{rate:.1f} sessions/s{eta}")
+        line = (f"{done}{of} sources · " if self.sources else "") + (
+            f"{sessions} sessions · {incidents} incidents · {rate:.1f} sessions/s{eta}")
         pad = " " * max(self.width - len(line), 0)
         self.width = len(line)
         self.stream.write(f"\r{line}{pad}" + ("\n" if final else ""))

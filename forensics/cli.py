@@ -166,49 +166,61 @@ def resolve_paths(paths: list[str] | None) -> list[str]:
     return names
 
 
-def load_sessions(paths: list[str] | None, input_format: str | None, keep=None, *,
-                  verbose: bool = False):
+def load_sessions(paths: list[str] | None, input_format: str | None, keep=None):
     """Sessions of every input; unreadable inputs are printed on stderr and skipped, and
     nothing readable at all is an error (exit 2)."""
     from forensics.inputs import read_inputs
 
-    names = resolve_paths(paths)
     errors: list = []
-    sessions = [s for s in read_inputs(names, format=input_format, errors=errors)
+    sessions = [s for s in read_inputs(resolve_paths(paths), format=input_format, errors=errors)
                 if keep is None or keep.keeps(s)]
-    for err in errors:
-        warn(str(err))
-    if not sessions:
-        if errors:  # each unreadable input has had its line
-            raise typer.Exit(EXIT_ERROR)
-        if keep is not None and keep.active:  # read fine, none wanted: not an error
-            warn("no session matches --since/--until/--project/--agent")
-            return [], errors
-        raise fail("no agent sessions could be read")
+    _after_reading(len(sessions), errors, keep)
     return sessions, errors
 
 
-PROGRESS_AFTER = 20
-"""Sessions beyond which a scan draws a progress line (on a terminal)."""
+def _after_reading(count: int, errors: list, keep) -> None:
+    for err in errors:
+        warn(str(err))
+    if count:
+        return
+    if errors:  # each unreadable input has had its line
+        raise typer.Exit(EXIT_ERROR)
+    if keep is not None and keep.active:  # read fine, none wanted: not an error
+        warn("no session matches --since/--until/--project/--agent")
+        return
+    raise fail("no agent sessions could be read")
 
 
-def scan_all(sessions, cfg, *, progress: bool = True):
-    """Every session scanned, with a progress line on stderr when the run is long."""
+PROGRESS_DELAY = 1.0
+"""Seconds a run lasts before it draws a progress line (short runs stay quiet)."""
+
+
+def read_and_scan(paths: list[str] | None, input_format: str | None, keep, cfg, *,
+                  progress: bool = True):
+    """Every session of the inputs, scanned as it is read, with a progress line on stderr
+    (a terminal, or ``FORENSICS_PROGRESS=1``) once the run lasts; ``(results, read errors)``."""
     from forensics.batch import Progress
     from forensics.engine import scan_session
+    from forensics.inputs import read_inputs
 
+    names = resolve_paths(paths)
     rules = cfg.rules()
-    long_run = len(sessions) > PROGRESS_AFTER
-    shown = sys.stderr.isatty() or os.environ.get("FORENSICS_PROGRESS") == "1"
-    bar = Progress(progress and long_run and shown)
+    forced = os.environ.get("FORENSICS_PROGRESS") == "1"
+    bar = Progress(progress and (forced or sys.stderr.isatty()), sources=False)
+    if not forced:
+        bar.last = bar.start + PROGRESS_DELAY - 0.1  # first line after PROGRESS_DELAY
+    errors: list = []
     results, found = [], 0
-    for n, s in enumerate(sessions, 1):
+    for s in read_inputs(names, format=input_format, errors=errors):
+        if keep is not None and not keep.keeps(s):
+            continue
         results.append(scan_session(s, cfg, rules))
         found += len(results[-1].incidents)
-        bar.update(n, len(sessions), n, found)
-    if long_run:
-        bar.update(len(sessions), len(sessions), len(sessions), found, final=True)
-    return results
+        bar.update(len(results), None, len(results), found)
+    if bar.width:  # something was drawn: end its line before anything else is printed
+        bar.update(len(results), None, len(results), found, final=True)
+    _after_reading(len(results), errors, keep)
+    return results, errors
 
 
 def use_color(output: Path | None) -> bool:
@@ -307,8 +319,7 @@ def scan(
             known = load_baseline(baseline)
         except ForensicsError as exc:
             raise fail(str(exc))
-    sessions, read_errors = load_sessions(paths, input_format, keep, verbose=verbose)
-    results = scan_all(sessions, cfg)
+    results, read_errors = read_and_scan(paths, input_format, keep, cfg)
     hidden = 0
     if known is not None:
         from forensics.baseline import only_new
@@ -349,8 +360,7 @@ def baseline_command(
 
     cfg = build_config(config, select, ignore)
     keep = build_filter(since, until, project, agent)
-    sessions, _ = load_sessions(paths, input_format, keep)
-    results = scan_all(sessions, cfg)
+    results, _ = read_and_scan(paths, input_format, keep, cfg)
     try:
         n = write_baseline(results, output)
     except OSError as exc:
@@ -379,8 +389,7 @@ def report_command(
 
     cfg = build_config(config, select, ignore)
     keep = build_filter(since, until, project, agent)
-    sessions, _ = load_sessions(paths, input_format, keep)
-    results = scan_all(sessions, cfg)
+    results, _ = read_and_scan(paths, input_format, keep, cfg)
     try:
         written = write_reports(results, output, redact=redact)
     except OSError as exc:
@@ -418,6 +427,7 @@ def hook(
     Exits 0 whatever it finds (a hook must not stop the agent), 1 when it cannot tell which
     session it was or cannot read it; never 2, which Claude Code reads as "block".
     """
+    from forensics.engine import scan_sessions
     from forensics.hooks import default_state_file, target, unseen
     from forensics.inputs import read_inputs
     from forensics.output import Rendering, render
@@ -439,7 +449,7 @@ def hook(
         warn(f"{agent} session {where.session_id or ''}: nothing readable in "
              f"{', '.join(where.paths)}")
         raise typer.Exit(1)
-    results = unseen(scan_all(sessions, cfg, progress=False), state or default_state_file())
+    results = unseen(scan_sessions(sessions, cfg), state or default_state_file())
     if any(r.incidents for r in results):
         sys.stdout.write(render("text", results, Rendering(redact=redact)))
     raise typer.Exit(EXIT_CLEAN)
