@@ -100,8 +100,23 @@ def _path(p: Path, format: str | None, errors: list[IngestError]) -> Iterator[Se
     except ForensicsError as exc:  # an unknown --input-format
         errors.append(IngestError(str(p), str(exc).lstrip(": ")))
         return
+    if p.is_dir():  # archives in the folder are read as batch reads them
+        for archive in _archives_under(p):
+            for s in _archive(str(archive), errors):
+                found = True
+                yield s
     if not found and p.is_dir():
         errors.append(IngestError(str(p), "no agent sessions found in this folder"))
+
+
+def _archives_under(root: Path) -> list[Path]:
+    from forensics.archive import is_archive
+
+    out = []
+    for dirpath, dirs, names in os.walk(root):
+        dirs.sort()
+        out.extend(Path(dirpath) / n for n in sorted(names) if is_archive(n))
+    return out
 
 
 # -- filters ------------------------------------------------------------------------------------

@@ -191,3 +191,11 @@ def test_batch_filters(tmp_path: Path, workers: str) -> None:
     assert [r["agent"] for r in rows] == ["codex"]
     again = cli("batch", logs, "-o", tmp_path / "t", "-j", workers, "--no-progress")
     assert again.stdout.startswith("2 sessions from 2 sources, 5 incidents")  # filter changed
+
+
+def test_archives_inside_a_folder_are_read_too(tmp_path: Path) -> None:
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    make_archive("tar.gz", folder)
+    (folder / "codex.jsonl").write_bytes(CODEX.read_bytes())
+    assert findings(folder) == sorted(direct() + findings(CODEX))
