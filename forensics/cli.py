@@ -91,6 +91,7 @@ def _argument_usage(self) -> str:
 _typer_argument_type = typer.core.TyperArgument.display_type_rich
 typer.core.TyperArgument.display_type_rich = _argument_type
 typer.core.TyperArgument._usage_display_name = _argument_usage
+
 InputFormat = Annotated[
     Optional[str],
     typer.Option("--input-format", metavar="FORMAT",
