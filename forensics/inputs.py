@@ -110,12 +110,20 @@ def _path(p: Path, format: str | None, errors: list[IngestError]) -> Iterator[Se
 
 
 def _archives_under(root: Path) -> list[Path]:
+    """Archives in a folder tree, not looking inside opencode data dirs (their storage trees
+    and snapshot repositories hold many files and no archives)."""
     from forensics.archive import is_archive
+    from forensics.ingest.sniff import is_opencode_tree
 
     out = []
     for dirpath, dirs, names in os.walk(root):
-        dirs.sort()
-        out.extend(Path(dirpath) / n for n in sorted(names) if is_archive(n))
+        here = Path(dirpath)
+        if is_opencode_tree(here) or any(n.startswith("opencode") and n.endswith(".db")
+                                         for n in names):
+            dirs[:] = []
+            continue
+        dirs[:] = sorted(d for d in dirs if d != ".git")
+        out.extend(here / n for n in sorted(names) if is_archive(n))
     return out
 
 
