@@ -50,10 +50,18 @@ def sarif_of(*args: str) -> dict:
     return orjson.loads(out.stdout)
 
 
-def test_sarif_is_valid_against_the_official_schema() -> None:
+def test_sarif_is_valid_against_the_official_schema(tmp_path: Path) -> None:
+    import zipfile
+
     schema = orjson.loads(SARIF_SCHEMA.read_bytes())
     validator = jsonschema.Draft4Validator(schema)
-    for doc in (sarif_of(CLAUDE), sarif_of(SEED_000), sarif_of(CLAUDE, SEED_000, CODEX)):
+    archive = tmp_path / "logs.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.write(CLAUDE, "a b/s.jsonl")
+    clean = orjson.loads(cli("scan", CLAUDE, "--select", "FX002", "-f", "sarif").stdout)
+    assert clean["runs"][0]["results"] == []
+    for doc in (sarif_of(CLAUDE), sarif_of(SEED_000), sarif_of(CLAUDE, SEED_000, CODEX),
+                sarif_of(archive), clean):
         errors = sorted(validator.iter_errors(doc), key=str)
         assert errors == []
         assert doc["version"] == "2.1.0"
@@ -178,3 +186,13 @@ def test_output_file(tmp_path: Path, fmt: str) -> None:
     assert out.exit_code == 1 and out.stdout == ""
     assert "0a1b2c3d-0000-4000-8000-000000000020" in target.read_text(encoding="utf-8")
     assert "\x1b[" not in target.read_text(encoding="utf-8")
+
+
+def test_decide_exit() -> None:
+    from forensics.cli import decide_exit
+
+    assert decide_exit(found=False, problems=False) == 0
+    assert decide_exit(found=True, problems=False) == 1
+    assert decide_exit(found=True, problems=False, exit_zero=True) == 0
+    assert decide_exit(found=True, problems=True, strict=True, exit_zero=True) == 2
+    assert decide_exit(found=False, problems=True) == 0
