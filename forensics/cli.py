@@ -41,7 +41,8 @@ class TurnsFormat(str, Enum):
 InputFormat = Annotated[
     Optional[str],
     typer.Option("--input-format", help="Skip sniffing: opencode-export, opencode-run, "
-                 "opencode-storage, opencode-sqlite, claude-code, codex."),
+                 "opencode-storage, opencode-sqlite, claude-code, codex, gemini-cli, "
+                 "qwen-code, cline (a task folder or one of its JSON files), pi, copilot-cli."),
 ]
 
 
