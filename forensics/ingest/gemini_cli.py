@@ -388,8 +388,9 @@ class _Builder:
         head = text.strip()
         if kind == "info" and head == CANCELLED_NOTICE:
             for turn in reversed(turns):
-                if isinstance(turn, UserTurn):
-                    break
+                if isinstance(turn, UserTurn) or (isinstance(turn, ToolResultTurn)
+                                                  and not turn.aborted):
+                    break  # the reply it would have cut short had already finished
                 if isinstance(turn, AssistantTurn):
                     turn.aborted = True
                     break
