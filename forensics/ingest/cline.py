@@ -479,13 +479,12 @@ class _Builder:
                     self.cwd = cwd.group(1)
                 slot.append(self._event("injected", block_anchor, time, head))
                 continue
-            wrapped = list(_HUMAN.finditer(head))
-            if open_result is not None and not wrapped and not head.startswith(INJECTED_PREFIXES):
+            if open_result is not None and not head.startswith(INJECTED_PREFIXES):
                 open_result["text"] += "\n" + text  # more of the result (a denial, feedback)
                 continue
             close()
-            if wrapped and (head.startswith(("<", *NEW_INSTRUCTIONS)) or
-                            head.startswith("The user has provided feedback")):
+            wrapped = list(_HUMAN.finditer(head))
+            if wrapped:
                 human(wrapped, block_anchor, ("task", "feedback", "answer", "user_message"))
                 continue
             slot.append(self._event("injected", block_anchor, time, head))

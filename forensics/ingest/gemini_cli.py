@@ -8,7 +8,8 @@ Two on-disk eras, one reader:
   ``MessageRecord`` and the same ``id`` is appended again whenever the message changes (last
   write wins, the message keeps the place of its first write); ``{"$set": {...}}`` updates
   metadata, ``{"$set": {"messages": [...]}}`` replaces the whole list (a checkpoint after
-  ``/compress``); ``{"$rewindTo": id}`` drops that message and everything after it (``/rewind``;
+  ``/compress``: the reader keeps the messages it dropped, since they were said, and reads its
+  new user message, the summary, as ``injected``); ``{"$rewindTo": id}`` drops that message and everything after it (``/rewind``;
   an unknown id clears the list). Dropped messages are not lost to a reviewer: they become a
   second session ``<sessionId>:rewound-<n>`` linked to the main one (``parent_id``).
 
@@ -134,6 +135,8 @@ def _read_log(data: bytes, source: str, issues: list[ReadIssue]) -> list[Session
     order: dict[str, tuple[int, dict]] = {}
     """message id -> (line of its first write, last written record); dict keeps first order."""
     rewound: list[list[tuple[int, dict]]] = []
+    checkpointed: set[str] = set()
+    checkpoints = 0
     records = 0
     lines = data.split(b"\n")
     last_line = max((i for i, raw in enumerate(lines, 1) if raw.strip()), default=0)
@@ -165,10 +168,16 @@ def _read_log(data: bytes, source: str, issues: list[ReadIssue]) -> list[Session
                 continue
             if "messages" in update:
                 if isinstance(update["messages"], list):
-                    order = {}
+                    # A checkpoint (after /compress or masking) replaces the writer's list; the
+                    # messages it drops were still said, so they stay. Its new messages (the
+                    # compression summary) are the harness's, not the user's.
                     for m in update["messages"]:
                         if isinstance(m, dict) and isinstance(m.get("id"), str):
-                            order[m["id"]] = (line_no, m)
+                            first = order.get(m["id"])
+                            if first is None:
+                                checkpointed.add(m["id"])
+                            order[m["id"]] = (first[0] if first else line_no, m)
+                    checkpoints += 1
                 else:
                     issues.append(ReadIssue(path=source, line=line_no,
                                             message="$set.messages is not a list"))
@@ -189,7 +198,12 @@ def _read_log(data: bytes, source: str, issues: list[ReadIssue]) -> list[Session
     if records == 0:
         first_bad = next((i.line for i in issues if i.line), None)
         raise IngestError(source, "no readable Gemini CLI records", line=first_bad)
-    return _Builder(source, meta, issues).build(list(order.values()), rewound)
+    builder = _Builder(source, meta, issues)
+    builder.checkpointed = checkpointed
+    if checkpoints:
+        builder.notes.append(f"{checkpoints} $set.messages checkpoint(s): messages they dropped "
+                             "are kept in place, their new messages read as harness text")
+    return builder.build(list(order.values()), rewound)
 
 
 class _Builder:
@@ -203,6 +217,8 @@ class _Builder:
         self.notes: list[str] = []
         self.agent = "gemini-cli"
         self.unknown: dict[str, int] = {}
+        self.checkpointed: set[str] = set()
+        """Ids of messages a ``$set.messages`` checkpoint introduced (summaries)."""
 
     def build(self, messages: list[tuple[int | None, dict]],
               rewound: list[list[tuple[int, dict]]]) -> list[Session]:
@@ -303,6 +319,9 @@ class _Builder:
         if not text.strip() and not images:
             return
         head = text.lstrip()
+        if anchor in self.checkpointed:
+            turns.append(self._event("injected", anchor, line, time, text, checkpoint=True))
+            return
         if head.startswith(SESSION_CONTEXT):
             turns.append(self._event("injected", anchor, line, time, text))
             return
