@@ -480,7 +480,9 @@ class _Builder:
                 slot.append(self._event("injected", block_anchor, time, head))
                 continue
             if open_result is not None and not head.startswith(INJECTED_PREFIXES):
-                open_result["text"] += "\n" + text  # more of the result (a denial, feedback)
+                # more of the result (its body, a denial, feedback)
+                open_result["text"] = f"{open_result['text']}\n{text}" if open_result["text"] \
+                    else text
                 continue
             close()
             wrapped = list(_HUMAN.finditer(head))

@@ -158,7 +158,7 @@ class _Reader:
         elif kind == "abort":
             for turn in reversed(self.turns):
                 if isinstance(turn, UserTurn) or (isinstance(turn, ToolResultTurn)
-                                                  and not turn.aborted):
+                                                  and not (turn.aborted or turn.timed_out)):
                     break  # the reply it would have cut short had already finished
                 if isinstance(turn, AssistantTurn):
                     turn.aborted = True

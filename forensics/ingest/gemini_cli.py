@@ -408,7 +408,7 @@ class _Builder:
         if kind == "info" and head == CANCELLED_NOTICE:
             for turn in reversed(turns):
                 if isinstance(turn, UserTurn) or (isinstance(turn, ToolResultTurn)
-                                                  and not turn.aborted):
+                                                  and not (turn.aborted or turn.timed_out)):
                     break  # the reply it would have cut short had already finished
                 if isinstance(turn, AssistantTurn):
                     turn.aborted = True
