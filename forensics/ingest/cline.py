@@ -47,6 +47,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, BinaryIO
 
 import orjson
@@ -65,7 +66,7 @@ from forensics.model import (
     renumber,
 )
 
-__all__ = ["read_stream", "read_task", "DEFAULT_LOCATIONS"]
+__all__ = ["read_stream", "read_task", "read_task_files", "DEFAULT_LOCATIONS", "TASK_FILES"]
 
 FORMAT = "cline"
 
@@ -108,6 +109,7 @@ Windsurf user dirs; the Cline CLI's ``~/.cline``)."""
 
 API_FILE, UI_FILE, META_FILE = ("api_conversation_history.json", "ui_messages.json",
                                 "task_metadata.json")
+TASK_FILES = (API_FILE, UI_FILE, META_FILE)
 SHELL_TOOLS = frozenset({"execute_command"})
 XML_TOOLS = frozenset({
     "execute_command", "read_file", "write_to_file", "replace_in_file", "search_files",
@@ -171,29 +173,40 @@ def read_stream(stream: BinaryIO, source: str) -> list[Session]:
 def read_task(folder: str | os.PathLike[str]) -> list[Session]:
     """The task in a folder: its API history, UI stream and metadata read together."""
     root = Path(folder)
-    issues: list[ReadIssue] = []
-    builder = _Builder(str(root), issues, folder=root)
-    found = False
-    for name in (API_FILE, UI_FILE, META_FILE):
+    files: dict[str, bytes] = {}
+    problems: list[ReadIssue] = []
+    for name in TASK_FILES:
         f = root / name
         if not f.is_file():
             continue
         try:
-            data = f.read_bytes()
+            files[name] = f.read_bytes()
         except OSError as exc:
-            issues.append(ReadIssue(path=str(f), message=exc.strerror or str(exc)))
+            problems.append(ReadIssue(path=str(f), message=exc.strerror or str(exc)))
+    return read_task_files(files, str(root), issues=problems)
+
+
+def read_task_files(files: Mapping[str, bytes], label: str, *,
+                    issues: list[ReadIssue] | None = None) -> list[Session]:
+    """A task from its files' bytes by name (a folder on disk or members of an archive)."""
+    issues = [] if issues is None else issues
+    builder = _Builder(label, issues, folder=_leaf(label))
+    found = False
+    for name in TASK_FILES:
+        if name not in files:
             continue
+        where = f"{label}/{name}"
         try:
-            value = orjson.loads(data)
+            value = orjson.loads(files[name])
         except orjson.JSONDecodeError as exc:
-            issues.append(ReadIssue(path=str(f), line=exc.lineno, message=(
+            issues.append(ReadIssue(path=where, line=exc.lineno, message=(
                 f"not valid JSON ({exc.msg}); file skipped")))
             continue
         if name == META_FILE:
             builder.meta = value if isinstance(value, dict) else {}
             continue
         if not isinstance(value, list):
-            issues.append(ReadIssue(path=str(f), message="expected a JSON array; file skipped"))
+            issues.append(ReadIssue(path=where, message="expected a JSON array; file skipped"))
             continue
         found = True
         if name == UI_FILE:
@@ -201,9 +214,14 @@ def read_task(folder: str | os.PathLike[str]) -> list[Session]:
         else:
             builder.api = value
     if not found:
-        raise IngestError(str(root), "task folder without a readable api_conversation_history."
+        raise IngestError(label, "task folder without a readable api_conversation_history."
                           "json or ui_messages.json")
     return [builder.build()]
+
+
+def _leaf(label: str) -> str:
+    """The last path segment of a folder label (``archive.zip!tasks/123`` → ``123``)."""
+    return re.split(r"[/\\!]", label.rstrip("/\\"))[-1]
 
 
 def _load_array(data: bytes, source: str) -> list:
@@ -268,7 +286,7 @@ def _result_facts(text: str) -> dict[str, Any]:
 class _Builder:
     """Turns of one task from whichever of its files exist."""
 
-    def __init__(self, source: str, issues: list[ReadIssue], folder: Path | None) -> None:
+    def __init__(self, source: str, issues: list[ReadIssue], folder: str | None) -> None:
         self.source = source
         self.issues = issues
         self.folder = folder
@@ -308,12 +326,13 @@ class _Builder:
             turns=turns, issues=self.issues, notes=notes)
 
     def _task_id(self) -> str:
-        if self.folder is not None:
-            return self.folder.name
-        parent = os.path.basename(os.path.dirname(self.source.replace("\\", "/")))
+        if self.folder:
+            return self.folder
+        segments = re.split(r"[/\\!]", self.source)
+        parent = segments[-2] if len(segments) > 1 else ""
         if re.fullmatch(r"\d{10,}|[0-9a-f]{8}-[0-9a-f-]{27}", parent):
             return parent
-        return os.path.splitext(os.path.basename(self.source))[0]
+        return os.path.splitext(segments[-1])[0]
 
     def _agent(self) -> str:
         path = self.source.replace("\\", "/").lower()

@@ -227,7 +227,7 @@ class _Builder:
         if not isinstance(sid, str) or not sid:
             sid = os.path.splitext(os.path.basename(self.source))[0]
             self.notes.append("no sessionId: session id taken from the file name")
-        if any(isinstance(m, dict) and m.get("type") == "qwen" for _, m in messages):
+        if any(m.get("type") == "qwen" for _, m in messages):
             self.agent = "qwen-code"
         turns = self._turns(messages)
         for kind, count in sorted(self.unknown.items()):
@@ -288,7 +288,7 @@ class _Builder:
                         responses.setdefault(fr["id"], fr)
         answered: set[str] = set()
         for index, (line, m) in enumerate(messages):
-            kind = m.get("type")
+            kind = _str(m.get("type"))
             anchor = m.get("id") if isinstance(m.get("id"), str) and m["id"] else f"messages[{index}]"
             time = iso_to_unix(m.get("timestamp"))
             if kind == "user":
@@ -298,7 +298,8 @@ class _Builder:
             elif kind in ("info", "error", "warning"):
                 self._notice(turns, kind, m, anchor, line, time)
             else:
-                name = kind if isinstance(kind, str) else f"({type(kind).__name__})"
+                raw = m.get("type")
+                name = kind if kind is not None else f"({type(raw).__name__})"
                 self.unknown[name] = self.unknown.get(name, 0) + 1
         return turns
 
@@ -454,6 +455,7 @@ def is_session_document(obj: Any) -> bool:
         return False
     if "sessionId" not in obj:
         return False
-    types = {m.get("type") for m in obj["messages"][:50] if isinstance(m, dict)}
+    types = {m.get("type") for m in obj["messages"][:50]
+             if isinstance(m, dict) and isinstance(m.get("type"), str)}
     return not types or bool(types & MESSAGE_TYPES)
 

@@ -23,7 +23,6 @@ GEMINI_MESSAGE_TYPES = {"user", "gemini", "qwen", "info", "error", "warning"}
 QWEN_TYPES = {"user", "assistant", "tool_result", "system"}
 PI_ENTRY_TYPES = {"message", "model_change", "thinking_level_change", "compaction",
                   "branch_summary", "custom", "custom_message", "label", "session_info"}
-CLINE_SAY_ASK = {"say", "ask"}
 CLINE_FILES = ("api_conversation_history.json", "ui_messages.json")
 """The files of a Cline / Roo / Kilo task folder that hold turns (``task_metadata.json`` too)."""
 _GEMINI_DOC = re.compile(rb'^\{\s*"sessionId"\s*:\s*"[^"]*"\s*,\s*"projectHash"\s*:')
@@ -107,7 +106,7 @@ def _sniff_array(text: bytes) -> str | None:
     first = _first_element(text)
     if first is None:
         return None
-    if isinstance(first.get("ts"), (int, float)) and first.get("type") in CLINE_SAY_ASK:
+    if isinstance(first.get("ts"), (int, float)) and first.get("type") in ("say", "ask"):
         return "cline"
     if first.get("role") in ("user", "assistant") and "content" in first:
         return "cline"
