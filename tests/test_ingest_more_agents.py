@@ -405,3 +405,8 @@ def test_real_cline_history_pairs_text_results_with_native_calls() -> None:
     assert len(results) >= 220
     shells = [r for r in results if r.name == "execute_command"]
     assert sum(r.exit_code is not None for r in shells) >= 90
+    # "Command timed out after 30 seconds. Running in background.": left running, not killed
+    backgrounded = [c for t in s.turns if isinstance(t, AssistantTurn) for c in t.tool_calls
+                    if c.background]
+    assert len(backgrounded) == 5
+    assert not any(s.result_for(c).timed_out for c in backgrounded)

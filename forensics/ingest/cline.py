@@ -137,6 +137,8 @@ _TOOL_ERROR = re.compile(r"The tool execution failed with the following error:\s
                          r"\s*</error>", re.S)
 DENIED = "The user denied this operation."
 TIMED_OUT = ("Command timed out after",)
+BACKGROUNDED = "Running in background"
+"""Cline ≥ 3.57 after its wait limit: the command goes on running; it was not killed."""
 CANCELLED = ("Command cancelled", "Command was cancelled")
 SIGNAL = "Process terminated by signal"
 
@@ -263,7 +265,8 @@ def _result_facts(text: str) -> dict[str, Any]:
     """Exit code, error and abort facts of a tool result text."""
     head = text[:4000]
     facts: dict[str, Any] = {"exit_code": None, "error": None, "is_error": False,
-                             "aborted": False, "timed_out": False, "killed": False}
+                             "aborted": False, "timed_out": False, "killed": False,
+                             "background": False}
     match = _EXIT.search(head)
     if match:
         facts["exit_code"] = int(next(g for g in match.groups() if g is not None))
@@ -277,7 +280,10 @@ def _result_facts(text: str) -> dict[str, Any]:
     if stripped.startswith(CANCELLED):
         facts["aborted"] = True
     if stripped.startswith(TIMED_OUT):
-        facts["timed_out"] = True
+        if BACKGROUNDED in stripped[:200]:
+            facts["background"] = True
+        else:
+            facts["timed_out"] = True
     if SIGNAL in head[:600] or facts["exit_code"] in (137, 143):
         facts["killed"] = True
     return facts
@@ -296,6 +302,7 @@ class _Builder:
         self.models: dict[str, None] = {}
         self.cwd: str | None = None
         self.call_names: dict[str, str] = {}
+        self.calls: dict[str, ToolCall] = {}
 
     def build(self) -> Session:
         if self.api is not None:
@@ -420,10 +427,12 @@ class _Builder:
         return turn
 
     def _call(self, call_id: str, name: str, data: dict, anchor: str) -> ToolCall:
-        self.call_names[call_id] = name
         command = data.get("command") if name in SHELL_TOOLS and isinstance(
             data.get("command"), str) else None
-        return ToolCall(call_id=call_id, name=name, input=data, command=command, anchor=anchor)
+        self.call_names[call_id] = name
+        call = ToolCall(call_id=call_id, name=name, input=data, command=command, anchor=anchor)
+        self.calls[call_id] = call
+        return call
 
     def _user(self, slot: list, blocks: list[dict], anchor: str, time: float | None,
               pending: list[ToolCall], last_assistant: AssistantTurn | None) -> None:
@@ -516,6 +525,8 @@ class _Builder:
     def _result_turn(self, call_id: str, name: str, text: str, anchor: str, time: float | None,
                      flagged: bool) -> ToolResultTurn:
         facts = _result_facts(text)
+        if facts["background"] and call_id in self.calls:
+            self.calls[call_id].background = True  # the harness left it running
         return ToolResultTurn(
             ordinal=0, anchor=anchor, time=time, call_id=call_id, name=name, output=clip(text),
             exit_code=facts["exit_code"], is_error=flagged or facts["is_error"],
