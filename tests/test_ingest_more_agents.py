@@ -209,7 +209,7 @@ def test_cline_native_calls_results_and_ui_events() -> None:
               and t.event != "injected"]
     assert events == [("ts:1770000015500", "retry"), ("ts:1770000026000", "other"),
                       ("ts:1770000031000", "abort"), ("api#6.0", "session_start"),
-                      ("ts:1770010001000", "api_error"), ("ts:1770010002000", "api_error")]
+                      ("ts:1770010002000", "api_error")]  # one failure, written twice
 
 
 def test_cline_xml_era() -> None:

@@ -303,6 +303,8 @@ class _Builder:
         self.cwd: str | None = None
         self.call_names: dict[str, str] = {}
         self.calls: dict[str, ToolCall] = {}
+        self.reported_requests: set[str] = set()
+        """UI request rows whose failure an ``api_req_failed`` row reports."""
 
     def build(self) -> Session:
         if self.api is not None:
@@ -562,6 +564,15 @@ class _Builder:
             if isinstance(info.get("modelId"), str):
                 self.models.setdefault(info["modelId"], None)
             rows.append((anchor, row))
+        # A failed request is written twice: as the request row's cancelReason and as the
+        # api_req_failed row after it. Report it once, at the api_req_failed row.
+        request = None
+        for anchor, row in rows:
+            if row.get("say") == "api_req_started":
+                request = anchor
+            elif row.get("ask") == "api_req_failed" and request is not None:
+                self.reported_requests.add(request)
+                request = None
         return rows
 
     def _ui_event(self, anchor: str, row: dict, previous: str | None) -> EventTurn | None:
@@ -577,7 +588,7 @@ class _Builder:
             reason = info.get("cancelReason") if isinstance(info, dict) else None
             if reason == "user_cancelled":
                 return self._event("abort", anchor, time, reason, say=say)
-            if isinstance(reason, str):
+            if isinstance(reason, str) and anchor not in self.reported_requests:
                 failed = info.get("streamingFailedMessage")
                 return self._event("api_error", anchor, time,
                                    failed if isinstance(failed, str) else reason, say=say,
