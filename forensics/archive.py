@@ -36,7 +36,12 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Literal
 
 from forensics.ingest import SESSION_SUFFIXES
-from forensics.ingest.sniff import CLINE_FILES, is_cline_task, is_opencode_tree
+from forensics.ingest.sniff import (
+    CLINE_FILES,
+    is_cline_task,
+    is_opencode_tree,
+    superseded_gemini_document,
+)
 
 TASK_FILE_NAMES = (*CLINE_FILES, "task_metadata.json")
 
@@ -215,7 +220,7 @@ def _walk(root: Path, problems: list[Problem], skip: set[str]) -> Iterator[Unit]
             f = here / name
             if is_archive(name):
                 yield from archive_units(f, problems)
-            elif name.endswith(SESSION_SUFFIXES):
+            elif name.endswith(SESSION_SUFFIXES) and not superseded_gemini_document(f):
                 yield _disk_unit(f)
 
 

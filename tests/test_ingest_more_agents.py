@@ -410,3 +410,44 @@ def test_real_cline_history_pairs_text_results_with_native_calls() -> None:
                     if c.background]
     assert len(backgrounded) == 5
     assert not any(s.result_for(c).timed_out for c in backgrounded)
+
+
+def test_resumed_gemini_document_is_read_once(tmp_path: Path) -> None:
+    chats = tmp_path / "chats"
+    chats.mkdir()
+    doc = orjson.loads((INGEST / "gemini_legacy_2026.json").read_bytes())
+    (chats / "session-2026-03-18T01-00-6e7f8091.json").write_bytes(orjson.dumps(doc))
+    meta = {k: doc[k] for k in ("sessionId", "projectHash", "startTime", "lastUpdated")}
+    lines = [meta, *doc["messages"], {"id": "70000000-0000-4000-8000-0000000000ff",
+                                      "timestamp": "2026-03-18T02:00:00.000Z", "type": "user",
+                                      "content": [{"text": "and after the resume"}]}]
+    (chats / "session-2026-03-18T01-00-6e7f8091.jsonl").write_bytes(
+        b"\n".join(orjson.dumps(x) for x in lines) + b"\n")
+    sessions = load(tmp_path)
+    assert len(sessions) == 1 and sessions[0].source.endswith(".jsonl")
+    assert sessions[0].turns[-1].text == "and after the resume"
+    from forensics.archive import iter_units
+
+    units = list(iter_units([tmp_path], []))  # a batch reads it once too
+    assert [Path(u.label).suffix for u in units] == [".jsonl"]
+
+
+def test_every_new_reader_names_its_default_locations() -> None:
+    for reader in (gemini_cli, qwen_code, cline, pi, copilot_cli):
+        where = reader.DEFAULT_LOCATIONS
+        for platform in ("linux", "darwin", "windows"):
+            assert where[platform] and all(isinstance(p, str) for p in where[platform])
+    assert any("Code - Insiders" in p for p in cline.DEFAULT_LOCATIONS["darwin"])
+    assert any("VSCodium" in p and "kilocode.kilo-code" in p
+               for p in cline.DEFAULT_LOCATIONS["linux"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(api=st.binary(max_size=60) | st.builds(orjson.dumps, st.lists(json_values, max_size=3)),
+       ui=st.binary(max_size=60) | st.builds(orjson.dumps, st.lists(json_values, max_size=3)))
+def test_task_files_never_raise(api, ui) -> None:
+    try:
+        cline.read_task_files({"api_conversation_history.json": api, "ui_messages.json": ui},
+                              "tasks/1")
+    except IngestError:
+        pass

@@ -35,6 +35,7 @@ from forensics.ingest.sniff import (
     is_opencode_tree,
     sniff_bytes,
     sqlite_in,
+    superseded_gemini_document,
 )
 from forensics.model import Session
 
@@ -196,6 +197,8 @@ def _iter_dir(root: Path, *, format: str | None, errors: list | None) -> Iterato
                 continue
             f = here / name
             if format is None and not _looks_like_session(f):
+                continue
+            if format in (None, "gemini-cli") and superseded_gemini_document(f):
                 continue
             yield from _guarded(lambda: _read_file(f, format=format), f, errors)
 

@@ -125,6 +125,32 @@ def _first_element(text: bytes) -> dict | None:
     return obj if isinstance(obj, dict) else None
 
 
+_SESSION_ID = re.compile(rb'"sessionId"\s*:\s*"([^"]+)"')
+
+
+def superseded_gemini_document(path: Path) -> bool:
+    """A Gemini CLI ``session-….json`` whose resumed copy ``session-….jsonl`` sits beside it.
+
+    Resuming a legacy session copies it into a ``.jsonl`` of the same name and goes on there,
+    so the ``.jsonl`` holds everything the ``.json`` does: reading both would count the session
+    twice. Decided from both files' content (same format, same ``sessionId``).
+    """
+    log = path.with_name(path.name + "l")
+    if path.suffix != ".json" or not log.is_file():
+        return False
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+        with open(log, "rb") as fh:
+            first = fh.readline(HEAD_BYTES)
+    except OSError:
+        return False
+    if sniff_bytes(head) != "gemini-cli" or sniff_bytes(first) != "gemini-cli":
+        return False
+    a, b = _SESSION_ID.search(head), _SESSION_ID.search(first)
+    return a is not None and b is not None and a.group(1) == b.group(1)
+
+
 def is_cline_task(path: Path) -> bool:
     """A folder holding a Cline-family task: one of its turn files has their content."""
     for name in CLINE_FILES:
