@@ -451,3 +451,20 @@ def test_task_files_never_raise(api, ui) -> None:
                               "tasks/1")
     except IngestError:
         pass
+
+
+def test_gemini_subagent_file_links_to_its_parent_folder(tmp_path: Path) -> None:
+    parent_id = "6e7f8091-a2b3-44c5-86d7-e8f90a1b2c3d"
+    sub = tmp_path / "chats" / parent_id
+    sub.mkdir(parents=True)
+    doc = {"sessionId": "0c0c0c0c-1111-4222-8333-444455556666", "projectHash": "ab" * 32,
+           "startTime": "2026-04-01T10:00:00.000Z", "lastUpdated": "2026-04-01T10:01:00.000Z",
+           "kind": "subagent", "messages": [
+               {"id": "s1", "timestamp": "2026-04-01T10:00:00.000Z", "type": "user",
+                "content": [{"text": "Find the e2e config"}]},
+               {"id": "s2", "timestamp": "2026-04-01T10:00:30.000Z", "type": "gemini",
+                "content": "It is playwright.config.ts.", "model": "gemini-3-flash-preview"}]}
+    (sub / "0c0c0c0c-1111-4222-8333-444455556666.json").write_bytes(orjson.dumps(doc))
+    s = load(tmp_path)[0]
+    assert s.parent_id == parent_id
+    assert any("subagent transcript" in n for n in s.notes)
