@@ -110,7 +110,9 @@ Windsurf user dirs; the Cline CLI's ``~/.cline``)."""
 API_FILE, UI_FILE, META_FILE = ("api_conversation_history.json", "ui_messages.json",
                                 "task_metadata.json")
 TASK_FILES = (API_FILE, UI_FILE, META_FILE)
-SHELL_TOOLS = frozenset({"execute_command"})
+SHELL_TOOLS = frozenset({"execute_command", "attempt_completion"})
+"""Tools whose ``command`` parameter is run in the user's shell (``attempt_completion`` may run
+one to show the result, and reports its exit status like ``execute_command``)."""
 XML_TOOLS = frozenset({
     "execute_command", "read_file", "write_to_file", "replace_in_file", "search_files",
     "list_files", "list_code_definition_names", "browser_action", "use_mcp_tool",
