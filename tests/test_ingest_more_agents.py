@@ -233,7 +233,10 @@ def test_roo_exit_code_and_agent() -> None:
     assert s.agent == "roo-code"
     assert _by_anchor(s, "api#2.0").exit_code == 101
     assert [t.event for t in s.turns if isinstance(t, EventTurn) and t.event != "injected"] == [
-        "retry", "compaction"]
+        "retry", "compaction", "compaction"]  # the UI's condense row, then Roo's summary
+    summary = _by_anchor(s, "api#4")
+    assert summary.event == "compaction" and summary.detail == {"condense_id": "c-1"}
+    assert s.turns[-1].text == "ok, build again"
 
 
 def test_cline_ui_stream_alone() -> None:

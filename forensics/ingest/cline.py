@@ -23,6 +23,8 @@ From the API history (when present it gives the turns):
   ``[TASK RESUMPTION]`` is a ``session_start`` resume marker (an assistant turn whose calls
   never got a result is marked ``aborted``); ``[NOTE] Some previous conversation history … has
   been removed`` is ``compaction``.
+* Roo's condensing keeps the hidden messages in the file and adds a summary message
+  (``isSummary``) or a truncation marker (``isTruncationMarker``): those are ``compaction``.
 * Exit status lives in the result text: ``Command executed successfully (exit code N).`` /
   ``Command failed with exit code N.`` (Cline ≥ 3.57.1), Roo's ``Exit code: N``; older Cline
   writes ``Command executed.`` with no code (``exit_code`` stays ``None``). ``The user denied
@@ -376,7 +378,13 @@ class _Builder:
             blocks = [{"type": "text", "text": content}] if isinstance(content, str) else \
                 [b for b in _list(content) if isinstance(b, dict)]
             role = msg.get("role")
-            if role == "assistant":
+            if msg.get("isSummary") is True or msg.get("isTruncationMarker") is True:
+                # Roo's non-destructive condensing: the summary (or truncation marker) it
+                # writes in place of the messages it hides, which stay in the file.
+                slot.append(self._event("compaction", anchor, time, _text(content),
+                                        condense_id=_str(msg.get("condenseId")) or _str(
+                                            msg.get("truncationId"))))
+            elif role == "assistant":
                 last_assistant = self._assistant(slot, msg, blocks, anchor, time)
                 pending = list(last_assistant.tool_calls)
             elif role == "user":
