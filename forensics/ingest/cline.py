@@ -160,7 +160,8 @@ EVENT_TEXT_CHARS = 4000
 UI_RETRY = frozenset({"error_retry", "api_req_retried", "api_req_retry_delayed",
                       "api_req_rate_limit_wait"})
 UI_ERRORS = frozenset({"error", "diff_error", "clineignore_error", "rooignore_error",
-                       "command_permission_denied", "condense_context_error", "shell_integration_warning"})
+                       "command_permission_denied", "condense_context_error",
+                       "shell_integration_warning"})
 UI_COMPACTION = frozenset({"condense_context", "sliding_window_truncation"})
 
 

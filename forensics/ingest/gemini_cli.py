@@ -9,9 +9,10 @@ Two on-disk eras, one reader:
   write wins, the message keeps the place of its first write); ``{"$set": {...}}`` updates
   metadata, ``{"$set": {"messages": [...]}}`` replaces the whole list (a checkpoint after
   ``/compress``: the reader keeps the messages it dropped, since they were said, and reads its
-  new user message, the summary, as ``injected``); ``{"$rewindTo": id}`` drops that message and everything after it (``/rewind``;
-  an unknown id clears the list). Dropped messages are not lost to a reviewer: they become a
-  second session ``<sessionId>:rewound-<n>`` linked to the main one (``parent_id``).
+  new user message, the summary, as ``injected``); ``{"$rewindTo": id}`` drops that message
+  and everything after it (``/rewind``; an unknown id clears the list). Dropped messages are
+  not lost to a reviewer: they become a second session ``<sessionId>:rewound-<n>`` linked to
+  the main one (``parent_id``).
 
 The project directory changed its name at 0.29 (``sha256(root)`` → a short slug); the
 ``projectHash`` inside the file stays the hash, so the session carries no readable project path.
@@ -61,7 +62,6 @@ from forensics.ingest._time import iso_to_unix
 from forensics.model import (
     AssistantTurn,
     EventTurn,
-    ProviderError,
     ReadIssue,
     Session,
     ToolCall,
@@ -92,8 +92,8 @@ API_ERROR_PREFIXES = ("[API Error", "API Error")
 SESSION_CONTEXT = "<session_context>"
 EVENT_TEXT_CHARS = 4000
 _SLASH = re.compile(r"^/([a-z][\w-]*)(?:\s+(.*))?$", re.S)
-_UPDATE = re.compile(r"update available!?\s*v?(\d+\.\d+\.\d+\S*)\s*(?:→|->)\s*v?(\d+\.\d+\.\d+\S*)",
-                     re.I)
+_UPDATE = re.compile(
+    r"update available!?\s*v?(\d+\.\d+\.\d+\S*)\s*(?:→|->)\s*v?(\d+\.\d+\.\d+\S*)", re.I)
 
 
 def read_stream(stream: BinaryIO, source: str) -> list[Session]:
@@ -150,7 +150,8 @@ def _read_log(data: bytes, source: str, issues: list[ReadIssue]) -> list[Session
             issues.append(ReadIssue(path=source, line=line_no, message=f"{what} ({exc.msg})"))
             continue
         if not isinstance(rec, dict):
-            issues.append(ReadIssue(path=source, line=line_no, message="line is JSON but not an object"))
+            issues.append(ReadIssue(path=source, line=line_no,
+                                    message="line is JSON but not an object"))
             continue
         records += 1
         if "$rewindTo" in rec:
@@ -289,7 +290,7 @@ class _Builder:
         answered: set[str] = set()
         for index, (line, m) in enumerate(messages):
             kind = _str(m.get("type"))
-            anchor = m.get("id") if isinstance(m.get("id"), str) and m["id"] else f"messages[{index}]"
+            anchor = m["id"] if isinstance(m.get("id"), str) and m["id"] else f"messages[{index}]"
             time = iso_to_unix(m.get("timestamp"))
             if kind == "user":
                 self._user(turns, m, anchor, line, time, answered)
