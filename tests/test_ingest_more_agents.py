@@ -471,3 +471,16 @@ def test_gemini_subagent_file_links_to_its_parent_folder(tmp_path: Path) -> None
     s = load(tmp_path)[0]
     assert s.parent_id == parent_id
     assert any("subagent transcript" in n for n in s.notes)
+
+
+@needs_shared
+@pytest.mark.parametrize("source", _real_and_example_sources(), ids=lambda p: p.name)
+def test_turns_command_exits_0_on_every_shared_source(source: Path) -> None:
+    from typer.testing import CliRunner
+
+    from forensics.cli import app
+
+    out = CliRunner().invoke(app, ["turns", str(source)])
+    assert out.exit_code == 0, out.output
+    assert "Traceback" not in out.output
+    assert not [line for line in out.output.splitlines() if line.startswith("  issue: ")]
