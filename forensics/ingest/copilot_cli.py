@@ -19,6 +19,7 @@ the event ``id`` (a UUID). What becomes which turn:
   ``error.message`` (``aborted`` when the code says the user rejected it); the exit code from a
   ``terminal`` block's ``exitCode`` in ``result.contents`` (a failed command can still be
   ``success: true``); ``tool.execution_start`` only supplies the tool name and start time.
+* ``system.message`` → ``injected``; ``system.notification`` → ``notification``.
 * ``abort`` → ``abort`` (the assistant turn it cut short gets ``aborted``); ``session.error`` →
   ``api_error``; ``session.compaction_complete`` / ``session.truncation`` → ``compaction``;
   ``session.info`` / ``session.warning`` → ``other``; ``session.resume`` → ``session_start``;
@@ -171,6 +172,10 @@ class _Reader:
             self._event("compaction", anchor, line, time,
                         _str(data.get("summaryContent")) or _str(data.get("message")) or "",
                         source=kind)
+        elif kind in ("system.message", "system.notification"):
+            text = _str(data.get("content")) or _str(data.get("message")) or ""
+            self._event("injected" if kind == "system.message" else "notification", anchor,
+                        line, time, text, source=kind)
         elif kind in OTHER_EVENTS:
             text = _str(data.get("message")) or _str(data.get("agentName")) or _str(
                 data.get("name")) or ""
