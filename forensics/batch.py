@@ -177,7 +177,15 @@ def _read_task(unit: Unit, known_hash: str | None) -> UnitRead:
     from forensics.ingest import cline
     from forensics.ingest.sniff import HEAD_BYTES, sniff_bytes
 
-    contents = {name: blob.read() for name, blob in unit.files}
+    contents: dict[str, bytes] = {}
+    for name, blob in unit.files:
+        try:
+            contents[name] = blob.read()
+        except OSError as exc:
+            raise IngestError(f"{unit.label}/{name}", exc.strerror or str(exc)) from None
+        except Exception as exc:  # zip CRC errors, truncated tar members
+            raise IngestError(f"{unit.label}/{name}",
+                              f"cannot read archive member: {exc}") from None
     digest = _digest([name.encode() + b"\0" + data for name, data in contents.items()])
     if digest == known_hash:
         return UnitRead(None, digest)
