@@ -146,6 +146,8 @@ def read_unit(unit: Unit, *, known_hash: str | None = None) -> UnitRead:
                                 and sniff_bytes(data[:HEAD_BYTES]) is None):
             return UnitRead(None, digest, ignored=True)
         return UnitRead(ingest.read_bytes(data, source=unit.label), digest)
+    if unit.kind == "task":
+        return _read_task(unit, known_hash)
     if unit.kind == "opencode-dir":
         root = Path(unit.path)
         digest = _digest(str(p.relative_to(root.parent)).encode() + b"\0" + p.read_bytes()
@@ -182,6 +184,43 @@ def read_unit(unit: Unit, *, known_hash: str | None = None) -> UnitRead:
             raise
         errors.append(exc)
     return UnitRead(sessions, digest, errors)
+
+
+def _read_task(unit: Unit, known_hash: str | None) -> UnitRead:
+    """A Cline-family task folder: one session when a file has a task's content, else the
+    files read one by one (a ``ui_messages.json`` of some other tool)."""
+    from forensics import ingest
+    from forensics.ingest import cline
+    from forensics.ingest.sniff import HEAD_BYTES, sniff_bytes
+
+    contents: dict[str, bytes] = {}
+    for name, blob in unit.files:
+        try:
+            contents[name] = blob.read()
+        except OSError as exc:
+            raise IngestError(f"{unit.label}/{name}", exc.strerror or str(exc)) from None
+        except Exception as exc:  # zip CRC errors, truncated tar members
+            raise IngestError(f"{unit.label}/{name}",
+                              f"cannot read archive member: {exc}") from None
+    digest = _digest([name.encode() + b"\0" + data for name, data in contents.items()])
+    if digest == known_hash:
+        return UnitRead(None, digest)
+    if any(sniff_bytes(data[:HEAD_BYTES]) == "cline" for name, data in contents.items()
+           if name != "task_metadata.json"):
+        label = unit.path or unit.label
+        return UnitRead(ingest.isolated(label, lambda: cline.read_task_files(contents, label)),
+                        digest)
+    sessions, errors = [], []
+    for name, data in contents.items():
+        if not data.strip() or sniff_bytes(data[:HEAD_BYTES]) is None:
+            continue
+        try:
+            sessions.extend(ingest.read_bytes(data, source=f"{unit.label}/{name}"))
+        except IngestError as exc:
+            errors.append(exc)
+    if not sessions and errors:
+        raise errors[0]
+    return UnitRead(sessions or None, digest, errors, ignored=not sessions and not errors)
 
 
 class _Inline:

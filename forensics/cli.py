@@ -186,7 +186,8 @@ InputFormat = Annotated[
     Optional[str],
     typer.Option("--input-format", metavar="FORMAT",
                  help="Skip sniffing: opencode-export, opencode-run, opencode-storage, "
-                      "opencode-sqlite, claude-code, codex."),
+                      "opencode-sqlite, claude-code, codex, gemini-cli, qwen-code, cline (a "
+                      "task folder or one of its JSON files), pi, copilot-cli."),
 ]
 Select = Annotated[Optional[list[str]], typer.Option(
     "--select", metavar="RULE", help="Only these rules (code, code prefix or slug); repeatable.")]

@@ -163,7 +163,8 @@ def parse_when(text: str, *, end_of_day: bool = False, now: dt.datetime | None =
 
 
 AGENT_ALIASES = {"claude": "claude-code", "claude-code": "claude-code", "codex": "codex",
-                 "opencode": "opencode"}
+                 "opencode": "opencode", "gemini": "gemini-cli", "qwen": "qwen-code",
+                 "copilot": "copilot-cli", "roo": "cline", "kilo": "cline"}
 
 
 @dataclass
