@@ -96,7 +96,8 @@ def test_seed_like_stories_name_the_facts() -> None:
     assert cs.incident.turn == 14 and cs.flagged_quote is None
     assert [s.ordinal for s in cs.timeline if s.flagged] == [14]
     labels = {s.ordinal: s.label for s in cs.timeline}
-    assert labels[13] == "failed call" and labels[11] == "user" and labels[7] == "kill"
+    assert labels[13] == "failed call" and labels[11] == "user" and labels[9] == "launch"
+    assert max(labels) == 18  # the chain stops at the recovery: no padding after it
     text = report.render_incident(result, empty)
     assert "The message is empty" in text
     assert "“No the first launch already worked, it's still ready.”" in text
@@ -380,7 +381,7 @@ def test_seed_001_example_tells_the_story(tmp_path: Path) -> None:
         "faster/cheaper with e.g. 4× B200 GPUs?”",
         "14.8 Ktok/s",
         "8.8 days",
-        "it replied “Short answer: yes, both.",
+        "replied “Short answer: yes, both.",
     ]:
         assert fact in index, fact
 

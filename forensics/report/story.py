@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from forensics.findings import Incident
 from forensics.model import AssistantTurn, EventTurn, Session, ToolResultTurn, Turn, UserTurn
@@ -58,6 +59,7 @@ from forensics.report._turns import (
     user_words,
     when,
 )
+from forensics.report import narrative
 from forensics.report.chapters import CHAPTERS, title_for
 
 
@@ -117,6 +119,20 @@ class CaseStudy:
     knowledge: list[Fact] = field(default_factory=list)
     assumptions: list[Sentence] = field(default_factory=list)
     related: list[Sentence] = field(default_factory=list)
+    stakes: list[Sentence] = field(default_factory=list)
+    """What the user was trying to do and what had been achieved (``narrative``)."""
+    shows: list[Sentence] = field(default_factory=list)
+    """What the evidence shows actually happened, each with its anchor (knowledge files)."""
+    explanations: list[Sentence] = field(default_factory=list)
+    """Possible explanations whose signal is in the transcript (knowledge files)."""
+    lesson: list[Sentence] = field(default_factory=list)
+    """The rule's remediation specialised by this incident's evidence."""
+    cost: Any = None
+    """``narrative.Cost``: minutes and tokens from the mistake to the recovery, or None."""
+    signals: list[str] = field(default_factory=list)
+    """Names of the signals found in the evidence (``readings``)."""
+    flagged_gloss: str | None = None
+    """The meaning of the flagged message when a knowledge list translates it."""
 
     @property
     def file_stem(self) -> str:
@@ -265,13 +281,16 @@ def describe_actions(session: Session, turns: Sequence[Turn], limit: int = 3) ->
                     outcome = [", which ", result_status(result)]
                     if lines:
                         outcome += [": ", quote(lines[0], 160)]
-                out.append(S(ref(turn), ": it ran ", code(shorten(
+                who = "the assistant" if not out else "it"
+                out.append(S("At ", ref(turn), f" {who} ran ", code(shorten(
                     strip_env(call.command) if call.command
                     else f"{call.name} {summarize_call(call)}", 200)), *outcome, "."))
             if turn.text.strip() and not turn.tool_calls:
-                out.append(S(ref(turn), ": it replied ", quote(opening(turn.text), 320)))
+                who = "the assistant" if not out else "it"
+                out.append(S("At ", ref(turn), f" {who} replied ", quote(opening(turn.text), 320)))
             elif not turn.visible:
-                out.append(S(ref(turn), ": again nothing the user could see."))
+                out.append(S("At ", ref(turn), " the assistant again showed nothing the user "
+                             "could see."))
     return out[:limit + 1]
 
 
@@ -307,11 +326,6 @@ def reaction_section(cs: CaseStudy, session: Session, incident: Incident, start:
                              *gist(user_words(user), 300)))
     after = next_reply(session, user.ordinal)
     if after:
-        what = "that message:"
-        if user.ordinal == incident.turn:
-            first = same_as_earlier(session, user)
-            what = "the re-sent message:" if first is not None else "the request to try again:"
-        cs.reaction.append(S("What the assistant did with ", what))
         cs.recovery.extend(describe_actions(session, after))
     else:
         cs.reaction.append(S("The transcript shows no assistant reply after that message."))
@@ -387,15 +401,10 @@ def related_section(cs: CaseStudy, others: Sequence[Incident], incident: Inciden
 
 
 def _introduction(cs: CaseStudy, session: Session, incident: Incident) -> None:
+    """The finding's own message and what the flagged turn holds (where it is, which rule and
+    severity: the facts table; the rule's prose: the session page)."""
     turn = session.turns[incident.turn - 1]
-    where = [ref(turn), " (anchor ", code(incident.anchor)]
-    if cs.message_number is not None:
-        where += [f", message {cs.message_number} of the transcript"]
-    where += [")"]
-    who = {"user": "user message", "assistant": "assistant message",
-           "tool_result": "tool result", "event": "harness event"}[turn.kind]
-    cs.introduction.append(S(f"forensics flagged the {who} at ", *where, " in session ",
-                             code(session.id), f" ({session.agent}). ", *prose(incident.message)))
+    cs.introduction.append(S(*prose(incident.message)))
     if isinstance(turn, AssistantTurn):
         if not turn.visible:
             cs.flagged_quote = None
@@ -420,11 +429,6 @@ def _introduction(cs: CaseStudy, session: Session, incident: Incident) -> None:
         if not turn.text:
             cs.introduction.append(S("No assistant message exists for this point: the flagged "
                                      "turn is the harness closing the turn."))
-    if cs.summary:
-        cs.introduction.append(S(f"Rule {incident.code} ({incident.rule}) looks for this: ",
-                                 *prose(" ".join(cs.summary.split()))))
-    cs.introduction.append(S("Severity ", code(incident.severity), ": ",
-                             *prose(incident.severity_reason), "."))
 
 
 def build(session: Session, incident: Incident, spec=None,
@@ -450,9 +454,8 @@ def build(session: Session, incident: Incident, spec=None,
         when=when(turn),
     )
     _introduction(cs, session, incident)
-    first, last = _window(session, incident)
-    context_section(cs, session, incident, memo)
-    cs.timeline, cs.timeline_omitted = build_timeline(session, incident, first, last, memo=memo)
+    others = list(others)
+    narrative.build(cs, session, incident, memo, cs.remediation, others)
     chapter = CHAPTERS.get(incident.rule)
     if chapter is not None:
         chapter(cs, session, incident)
@@ -466,7 +469,9 @@ def build(session: Session, incident: Incident, spec=None,
         reaction_start = incident.turn - 1  # the resend is the reaction; tell what came of it
     reaction_section(cs, session, incident, reaction_start)
     knowledge_section(cs, session, incident, cs.timeline)
-    related_section(cs, list(others), incident)
+    related_section(cs, others, incident)
+    for name in ("mistake", "reaction", "recovery", "assumptions"):
+        setattr(cs, name, narrative.translate(getattr(cs, name)))
     return cs
 
 
@@ -482,4 +487,5 @@ def _unplaced(session: Session, incident: Incident, spec) -> CaseStudy:
     cs.introduction.append(S(f"The rule named turn {incident.turn}, but the session has "
                              f"{len(session.turns)} turns, so the finding cannot be placed: ",
                              *prose(incident.message)))
+    cs.mistake.append(cs.introduction[-1])
     return cs

@@ -120,3 +120,58 @@ def _clock(t: float | None) -> str:
     import datetime as _dt
 
     return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+ORDER_WIDTH = 960
+ORDER_STEP_MIN = 24
+"""Marks closer than this would touch; a longer chain gets a wider figure (it scrolls)."""
+
+
+def order_svg(steps: Sequence, *, clean: Callable[[str], str] = lambda s: s,
+              id_prefix: str = "") -> str:
+    """The chain of events around one incident in order, one evenly spaced mark per step, so
+    the sequence reads even when everything happened in the same minute. Turn numbers sit
+    under the marks; a label is skipped when it would touch the previous one."""
+    if not steps:
+        return ""
+    n = len(steps)
+    left, right = 24, 24
+    step = max(ORDER_STEP_MIN, (ORDER_WIDTH - left - right) / max(n - 1, 1))
+    width = round(left + right + step * max(n - 1, 0)) if n > 1 else ORDER_WIDTH
+    height = 54
+    y = 18
+    out = [f'<svg class="order" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}"'
+           f' width="{width}" height="{height}" role="img" aria-label="Order of {n} events">',
+           f'<line x1="{left}" x2="{width - right}" y1="{y}" y2="{y}" class="row-line"/>']
+    last_label_end = -1e9
+    for i, s in enumerate(steps):
+        x = left + i * step if n > 1 else width / 2
+        color = _step_color(s.label)
+        r = 7 if s.flagged else 5
+        stroke = ' stroke="#000" stroke-width="1.5"' if s.flagged else ""
+        out.append(f'<a href="#{id_prefix}turn-{s.ordinal}"><circle cx="{x:.1f}" cy="{y}" r="{r}"'
+                   f' fill="{color}"{stroke} class="order-mark"><title>turn {s.ordinal} · '
+                   f'{escape(clean(s.anchor))} · {escape(s.label)}</title></circle></a>')
+        label = str(s.ordinal)
+        half = len(label) * 3.4
+        if x - half > last_label_end + 4:
+            out.append(f'<text x="{x:.1f}" y="{y + 26}" text-anchor="middle" class="axis '
+                       f'order-label">{label}</text>')
+            last_label_end = x + half
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _step_color(label: str) -> str:
+    if label == "user":
+        return KIND_COLORS["user"]
+    if label in ("failed call", "aborted call"):
+        return KIND_COLORS["tool-failed"]
+    if label in ("result",):
+        return KIND_COLORS["tool"]
+    if label in ("empty reply",):
+        return KIND_COLORS["empty"]
+    if label in ("api error", "provider error", "abort", "interrupt", "compaction",
+                 "aborted reply", "turn ended", "notification", "shell", "retry"):
+        return KIND_COLORS["event"]
+    return KIND_COLORS["assistant"]
