@@ -35,7 +35,9 @@ def write_cases(result: Any, cases_dir: Path, *, origin: str = "") -> dict[str, 
         return {}
     folder = cases_dir / hashlib.blake2b(origin.encode(), digest_size=6).hexdigest()
     try:
-        written = [Path(p) for p in report.write_reports([result], folder)]
+        # a case page links back to OUT/index.html: from OUT/cases/<hash>/<session>/
+        written = [Path(p) for p in report.write_reports([result], folder,
+                                                         index_href="../../../index.{ext}")]
     except Exception:
         return {}
     return _links(result.incidents, written, cases_dir.parent)

@@ -186,34 +186,37 @@ def stakes(session: Session, incident: Incident, scene: Scene) -> list[Sentence]
         lead = "Then, at " if out else "At "
         verb = "the user asked" if incident.rule != "user-resend" else "the user first asked"
         out.append(S(lead, ref(request), f", {verb}: ", *gist(user_words(request), 260)))
-    reported = _reported(session, incident)
-    if reported is not None:
-        turn, said, figs = reported
-        pieces: list[Piece | str] = ["By ", ref(turn), " the assistant had reported ",
-                                     quote(said, 240)]
-        extra = [f for f in figs if f not in said]
+    reports = _reported(session, incident.turn)
+    pieces: list[Piece | str] = []
+    for i, (turn, said, figs) in enumerate(reports):
+        pieces += ["By " if not i else ", and by ", ref(turn),
+                   " the assistant had reported " if not i else " ", quote(said, 240)]
+        extra = [f for f in figs if f not in said][:1]
         if extra:
-            pieces += [", with the figures "]
-            for i, f in enumerate(extra[:2]):
-                pieces += [" and " if i else "", quote(f, 160)]
+            pieces += [" (", quote(extra[0], 160), ")"]
+    if pieces:
         out.append(S(*pieces, "."))
     return out
 
 
-def _reported(session: Session, incident: Incident) -> tuple[AssistantTurn, str, list[str]] | None:
-    """The assistant's last report of progress before the incident: the latest visible text
-    that states figures, else the latest visible text since the request."""
+def _reported(session: Session, before: int) -> list[tuple[AssistantTurn, str, list[str]]]:
+    """What the assistant had reported achieving before turn ``before``: its
+    last two visible texts stating figures, in order, else its latest visible text."""
+    found: list[tuple[AssistantTurn, str, list[str]]] = []
     latest = None
-    for turn in reversed(session.turns[max(0, incident.turn - 300):incident.turn - 1]):
+    for turn in reversed(session.turns[max(0, before - 300):before - 1]):
         if not isinstance(turn, AssistantTurn) or not turn.text.strip() or turn.error:
             continue
+        latest = latest or turn
         figs = figures_in(turn.text)
         if figs:
-            return turn, opening(turn.text) if figures_in(opening(turn.text)) else figs[0], figs
-        latest = latest or turn
-    if latest is not None:
-        return latest, opening(latest.text), []
-    return None
+            head = opening(turn.text)
+            found.append((turn, head if figures_in(head) else figs[0], figs))
+            if len(found) == 2:
+                break
+    if not found and latest is not None:
+        found.append((latest, opening(latest.text), []))
+    return list(reversed(found))
 
 
 # -- readings, explanations, lesson ---------------------------------------------------------
