@@ -311,6 +311,8 @@ def test_scan_markdown_and_html(tmp_path: Path) -> None:
 REPO = FIXTURES.parents[1]
 EXAMPLES = REPO / "docs" / "examples"
 SEEDS = ("seed_000_duplicate_launch", "seed_001_empty_resend")
+CORPUS_LIKE = {"example_commit_timeout": "json", "example_dev_server": "jsonl"}
+"""Real-corpus-like examples, written from scratch by tests/fixtures/examples/make_examples.py."""
 
 
 def _seed_reports(name: str, out: Path) -> list[Path]:
@@ -318,6 +320,8 @@ def _seed_reports(name: str, out: Path) -> list[Path]:
     from forensics.ingest import load
 
     rel = Path("tests") / "fixtures" / "seeds" / f"{name}.json"
+    if name in CORPUS_LIKE:
+        rel = Path("tests") / "fixtures" / "examples" / f"{name}.{CORPUS_LIKE[name]}"
     if not (REPO / rel).is_file():
         pytest.skip(f"{rel} is not in this checkout")
     cwd = os.getcwd()
@@ -329,7 +333,7 @@ def _seed_reports(name: str, out: Path) -> list[Path]:
     return report.write_reports(results, out)
 
 
-@pytest.mark.parametrize("name", SEEDS)
+@pytest.mark.parametrize("name", SEEDS + tuple(CORPUS_LIKE))
 def test_examples_are_current(name: str, tmp_path: Path) -> None:
     """docs/examples/<seed>/ is exactly what ``forensics report`` writes for the seed fixture."""
     written = _seed_reports(name, tmp_path)

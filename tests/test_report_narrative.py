@@ -156,3 +156,66 @@ def test_unknown_rule_falls_back(tmp_path: Path) -> None:
     assert "The turn was interrupted." in md and "## Why it may have happened" not in md
     written = report.write_reports([other], tmp_path)
     assert any(p.name.startswith("FX101-") for p in written)
+
+
+def test_example_fixtures_are_reproducible() -> None:
+    """tests/fixtures/examples/ is exactly what make_examples.py writes (fixed seeds, clocks)."""
+    import importlib.util
+
+    here = REPO / "tests" / "fixtures" / "examples"
+    spec = importlib.util.spec_from_file_location("make_examples", here / "make_examples.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    import json
+
+    doc = json.loads((here / "example_commit_timeout.json").read_text(encoding="utf-8"))
+    assert doc == mod.build_commit_timeout()
+    assert (here / "example_dev_server.jsonl").read_text(encoding="utf-8") == \
+        mod.build_dev_server()
+
+
+def test_corpus_like_examples_read_the_evidence() -> None:
+    here = REPO / "tests" / "fixtures" / "examples"
+    commit = {cs.incident.code: cs for _, cs in _studies(here / "example_commit_timeout.json")}
+    ignored = commit["FX003"]
+    assert "completed_before_timeout" in ignored.signals
+    assert "4d4458a" in _text(ignored.shows) and "4d4458a" in _text(ignored.lesson)
+    assert "(Chinese for “retry”)" in _text(ignored.reaction)
+    assert commit["FX004"].flagged_gloss == "Chinese for “retry”"
+    assert ignored.cost.minutes is not None and ignored.cost.minutes > 60  # the user came back
+    dev = {cs.incident.code: cs for _, cs in _studies(here / "example_dev_server.jsonl")}
+    resend = dev["FX004"]
+    assert {"provider_error_between", "server_killed_with_call"} <= set(resend.signals)
+    shows = _text(resend.shows)
+    assert "most likely died with the call" in shows and "The app is now running" in shows
+    assert "Fix the provider side before re-sending" in _text(resend.lesson)
+    assert [s.ordinal for s in resend.timeline][-1] == 8  # stops at the claim, not the complaint
+
+
+def test_knowledge_sentences_fill_from_their_signals() -> None:
+    """Every knowledge sentence about a signal found in the fixtures names only values that
+    signal carries (a sentence that cannot fill is dropped, which would hide it silently)."""
+    from forensics.report import knowledge, readings
+    from forensics.report.narrative import scene_of
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_report import RESULTS
+
+    results = list(RESULTS.values())
+    for path in (SEED_000, SEED_001, REPO / "tests/fixtures/examples/example_commit_timeout.json",
+                 REPO / "tests/fixtures/examples/example_dev_server.jsonl"):
+        results += scan_sessions(load(path))
+    checked = set()
+    for result in results:
+        for inc in result.incidents:
+            found = readings.signals(result.session, inc, scene_of(result.session, inc))
+            k = knowledge.for_rule(inc.code)
+            templates = [(n, t) for n, t in k.shows.items()] + \
+                [(e.signal, e.because) for e in k.explanations] + \
+                [(lesson.signal, lesson.text) for lesson in k.lessons]
+            for name, template in templates:
+                if name in found:
+                    assert knowledge.fill(template, found[name].values) is not None, \
+                        (inc.code, name, template)
+                    checked.add((inc.code, name))
+    assert len(checked) >= 20

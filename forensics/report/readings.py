@@ -179,7 +179,7 @@ def _reasoning_only(turn: Turn) -> Signal | None:
 def _long_request(user: UserTurn | None) -> Signal | None:
     if user is None:
         return None
-    text = user_words(user)
+    text = user_words(user).strip()
     lines = sum(1 for ln in text.splitlines() if ln.strip())
     if len(text) >= 800 or lines >= 12:
         return Signal("long_request", {"user": [ref(user)], "chars": [f"{len(text):,}"],
