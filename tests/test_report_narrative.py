@@ -219,3 +219,20 @@ def test_knowledge_sentences_fill_from_their_signals() -> None:
                         (inc.code, name, template)
                     checked.add((inc.code, name))
     assert len(checked) >= 20
+
+
+def test_transcript_markdown_renders_safely_in_html() -> None:
+    from forensics.report.render import md_to_html_block, md_to_html_inline, short_id
+
+    assert md_to_html_inline("**bold** `a<b>` <script>x</script> *it*") == (
+        "<strong>bold</strong> <code>a&lt;b&gt;</code> &lt;script&gt;x&lt;/script&gt; "
+        "<em>it</em>")
+    assert md_to_html_block("# Done\n\n```sh\nrm -rf <dir>\n```\n**ok**") == (
+        "<p>Done</p><pre><code>rm -rf &lt;dir&gt;</code></pre><p><strong>ok</strong></p>")
+    assert short_id("L34") == "L34"
+    long = short_id("msg_ccd055476001EThMd3R3q7S5oV")
+    assert long.startswith("msg_ccd05") and long.endswith("S5oV") and len(long) < 16
+    result = scan_sessions(load(SEED_001))[0]
+    html = report.render_session(result, fmt="html")
+    assert "**" not in html.split("<pre>")[0]  # emphasis became tags, never raw asterisks
+    assert "<strong>yes, both</strong>" in html

@@ -39,6 +39,9 @@ class Cost:
     start: Turn
     end: Turn
     end_is_recovery: bool
+    end_label: str
+    """``the recovery``, ``the user's next message`` (no answer came before the user had to
+    write again) or ``the session's end``."""
     minutes: float | None
     assistant_messages: int
     tokens_in: int | None
@@ -257,7 +260,8 @@ def lesson(code: str, found: dict[str, Signal], remediation: str) -> list[Senten
 
 def cost(session: Session, incident: Incident, scene: Scene) -> Cost | None:
     """Time and tokens from the mistake to the recovery (the assistant's first visible answer
-    after the user's reaction), or to the session's end when there was none."""
+    after the user's reaction); without one, to the user's next message after the reaction
+    (they had to step in again), or to the session's end."""
     if not session.turns:
         return None
     start: Turn = ev.flagged(session, incident)
@@ -267,7 +271,14 @@ def cost(session: Session, incident: Incident, scene: Scene) -> Cost | None:
             start = between[0]
     answer = next((t for t in reversed(scene.recovery) if isinstance(t, AssistantTurn)
                    and t.text.strip() and not t.tool_calls), None)
-    end = answer or session.turns[-1]
+    label = "the recovery"
+    end = answer
+    if end is None and scene.reaction is not None:
+        end = next((t for t in session.turns[scene.reaction.ordinal:]
+                    if isinstance(t, UserTurn)), None)
+        label = "the user's next message"
+    if end is None:
+        end, label = session.turns[-1], "the session's end"
     if end.ordinal < start.ordinal:
         return None
     span = session.turns[start.ordinal - 1:end.ordinal]
@@ -277,7 +288,7 @@ def cost(session: Session, incident: Incident, scene: Scene) -> Cost | None:
     minutes = None
     if start.time is not None and end.time is not None:
         minutes = max(0.0, (end.time - start.time) / 60)
-    return Cost(start, end, answer is not None, minutes, len(replies),
+    return Cost(start, end, answer is not None, label, minutes, len(replies),
                 sum(t_in) if t_in else None, sum(t_out) if t_out else None)
 
 

@@ -210,7 +210,11 @@ def _build(fmt: str):
     def mdhtml(ctx, text: Any, limit: int = 1500):
         return Markup(md_to_html_block(excerpt(ctx, text, limit)))
 
+    def mdinline(text: Any):
+        return Markup(md_to_html_inline("" if text is None else str(text)))
+
     env.filters.update(
+        mdinline=mdinline,
         paragraph=paragraph_f,
         shortid=shortid_html,
         mdhtml=mdhtml,
