@@ -6,8 +6,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 from conftest import CORPUS, needs_shared
 from forensics import report
 from forensics.engine import scan_sessions

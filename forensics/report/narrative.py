@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from forensics.findings import Incident
-from forensics.model import AssistantTurn, EventTurn, Session, ToolResultTurn, Turn, UserTurn
+from forensics.model import AssistantTurn, Session, ToolResultTurn, Turn, UserTurn
 from forensics.report import evidence as ev
 from forensics.report import knowledge, readings
 from forensics.report._prose import Piece, S, Sentence, duration, gist, opening, quote, ref
