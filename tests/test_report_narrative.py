@@ -180,6 +180,7 @@ def test_corpus_like_examples_read_the_evidence() -> None:
     assert "4d4458a" in _text(ignored.shows) and "4d4458a" in _text(ignored.lesson)
     assert "(Chinese for “retry”)" in _text(ignored.reaction)
     assert commit["FX004"].flagged_gloss == "Chinese for “retry”"
+    assert "completed_before_timeout" in commit["FX004"].signals  # between the two messages
     assert ignored.cost.minutes is not None and ignored.cost.minutes > 60  # the user came back
     dev = {cs.incident.code: cs for _, cs in _studies(here / "example_dev_server.jsonl")}
     resend = dev["FX004"]

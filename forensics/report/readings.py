@@ -358,9 +358,15 @@ def _user_resend(session: Session, incident: Incident, scene: Scene) -> list[Sig
         if word is not None:
             out.append(Signal("retry_word", {"said": [quote(user_words(resend), 60)]},
                               [resend.ordinal]))
-    s = _long_request(ev.repeated_message(session, incident))
+    earlier = ev.repeated_message(session, incident)
+    s = _long_request(earlier)
     if s:
         out.append(s)
+    if earlier is not None:
+        done = _completed(session, [t for t in session.turns[earlier.ordinal:incident.turn - 1]
+                                    if isinstance(t, ToolResultTurn)])
+        if done:
+            out.append(done)
     return out
 
 
