@@ -36,6 +36,7 @@ from forensics.timeline import summarize
 INGEST = FIXTURES / "ingest"
 CODEX = INGEST / "codex_basic.jsonl"  # two incidents: high and medium FX001
 FUZZ_N = int(os.environ.get("FORENSICS_FUZZ_N", "300"))
+FUZZ_SEED = int(os.environ.get("FORENSICS_FUZZ_SEED", "20260101"))
 runner = CliRunner()
 
 
@@ -87,7 +88,7 @@ def test_readers_and_renderers_are_total_on_mutated_input(capsys) -> None:
     failures: list[str] = []
     read = unreadable = 0
     per_format: dict[str, int] = {}
-    for fmt, label, payload in fuzz.mutants(seed=20260101, n=FUZZ_N):
+    for fmt, label, payload in fuzz.mutants(seed=FUZZ_SEED, n=FUZZ_N):
         per_format[fmt] = per_format.get(fmt, 0) + 1
         try:
             sessions = _read(fmt, label, payload)
@@ -103,7 +104,7 @@ def test_readers_and_renderers_are_total_on_mutated_input(capsys) -> None:
             failures.append(f"{label}: renderer: {type(exc).__name__}: {exc}"[:300])
         read += 1
     with capsys.disabled():
-        print(f"\nfuzz: {FUZZ_N} mutated inputs over {len(per_format)} formats "
+        print(f"\nfuzz: {FUZZ_N} mutated inputs (seed {FUZZ_SEED}) over {len(per_format)} formats "
               f"({read} read, {unreadable} refused with a message)")
     assert set(per_format) == {f for f, items in fuzz.seeds().items() if items}
     assert not failures, "\n".join(failures[:20])
