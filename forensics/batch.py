@@ -138,8 +138,7 @@ def read_unit(unit: Unit, *, known_hash: str | None = None) -> UnitRead:
             if not name.startswith("opencode"):
                 return UnitRead(None, digest, ignored=True)
             if unit.blob.where == "disk":
-                reader = ingest._reader("opencode-sqlite")
-                return UnitRead(reader.read_sqlite(Path(unit.blob.path)), digest)
+                return UnitRead(ingest.read_sqlite(Path(unit.blob.path)), digest)
             return UnitRead(ingest.read_bytes(data, source=unit.label), digest)
         if not data.strip() or (name.endswith(".json")
                                 and sniff_bytes(data[:HEAD_BYTES]) is None):
@@ -174,8 +173,7 @@ def read_unit(unit: Unit, *, known_hash: str | None = None) -> UnitRead:
     tree = MemberTree(unit.path or unit.label,
                       ((rel, _Inline(data)) for rel, data in contents.items()))
     try:
-        sessions.extend(s for s in ingest._reader("opencode-storage").read_tree(tree)
-                        if s.id not in seen)
+        sessions.extend(s for s in ingest.read_tree(tree) if s.id not in seen)
     except IngestError as exc:
         if not sessions:
             raise

@@ -161,27 +161,54 @@ def scan_all(sessions, cfg, rules) -> list:
     return out
 
 
-def render_report(results, fmt: str, redact: bool) -> str:
-    """Markdown/HTML of every session; a session the renderer crashes on is left out and
-    reported as ``file: renderer crashed: …``, the others are still rendered."""
-    from forensics import report
+def _without_renderer_crashes(results, render, probe=None):
+    """``render(results)``; if it raises, each session is tried alone with ``probe`` (default
+    ``render``), the ones it raises on are left out (reported as ``file: renderer crashed:
+    …``) and the others are rendered."""
     from forensics.errors import crash_text
 
     try:
-        return report.render_sessions(results, fmt=fmt, redact=redact)
+        return render(results)
+    except OSError:
+        raise
     except Exception:
         kept = []
         for r in results:
             try:
                 with reading(r.session.source):
-                    report.render_sessions([r], fmt=fmt, redact=redact)
+                    (probe or render)([r])
                 kept.append(r)
+            except OSError:
+                raise
             except Exception as exc:
                 typer.echo(f"forensics: {r.session.source}: renderer crashed: "
                            f"{crash_text(exc)}", err=True)
         if not kept:
             raise
-        return report.render_sessions(kept, fmt=fmt, redact=redact)
+        return render(kept)
+
+
+def render_report(results, fmt: str, redact: bool) -> str:
+    """Markdown/HTML of every session, without the sessions the renderer crashes on."""
+    from forensics import report
+
+    return _without_renderer_crashes(
+        results, lambda rs: report.render_sessions(rs, fmt=fmt, redact=redact))
+
+
+def write_report_files(results, output: Path, redact: bool) -> list[Path]:
+    """``report``'s folders, without the sessions the renderer crashes on (each tried alone in
+    a temporary folder first)."""
+    import tempfile
+
+    from forensics.report import write_reports
+
+    def probe(rs):
+        with tempfile.TemporaryDirectory(prefix="forensics-try-") as tmp:
+            write_reports(rs, tmp, redact=redact)
+
+    return _without_renderer_crashes(
+        results, lambda rs: write_reports(rs, output, redact=redact), probe)
 
 
 @app.command()
@@ -389,13 +416,11 @@ def report_command(
     fail_on: FailOnOption = FailOn.low,
 ) -> None:
     """Write a case study per incident (Markdown and HTML), one folder per session."""
-    from forensics.report import write_reports
-
     cfg = build_config(config, select, ignore)
     sessions, read_errors = load_sessions(path, input_format, clean=redactor(redact))
     results = scan_all(sessions, cfg, cfg.rules())
     try:
-        written = write_reports(results, output, redact=redact)
+        written = write_report_files(results, output, redact)
     except OSError as exc:
         raise fail(f"{exc.filename or output}: {exc.strerror or exc}")
     incidents = sum(len(r.incidents) for r in results)

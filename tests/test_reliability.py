@@ -374,3 +374,31 @@ def test_nothing_readable_is_exit_two(tmp_path: Path) -> None:
     res = runner.invoke(app, ["batch", str(tmp_path / "x.jsonl"), "-o", str(tmp_path / "o"),
                               "-j", "1", "--no-progress"])
     assert res.exit_code == EXIT_ERROR
+
+
+@pytest.mark.parametrize("command", ["scan-html", "report"])
+def test_a_renderer_crash_costs_its_session_only(tmp_path: Path, monkeypatch,
+                                                 command: str) -> None:
+    import forensics.report as rep
+
+    real = rep.timeline_svg
+
+    def choke(session, *a, **k):
+        if session.agent == "claude-code":
+            raise OverflowError("simulated renderer bug")
+        return real(session, *a, **k)
+
+    monkeypatch.setattr(rep, "timeline_svg", choke)
+    d = _folder(tmp_path)
+    out = tmp_path / "out"
+    args = (["scan", str(d), "-f", "html"] if command == "scan-html"
+            else ["report", str(d), "-o", str(out)])
+    res = runner.invoke(app, args)
+    assert f"{d / 'a_claude.jsonl'}: renderer crashed: OverflowError" in res.output
+    assert res.exit_code == EXIT_FINDINGS, res.output
+    if command == "report":
+        codex = out / "019ba2f2-5f36-7eb1-a791-e8b7d5a45da1"
+        assert (codex / "index.html").is_file() and list(codex.glob("FX001-*.md"))
+        assert not list(out.glob("5d2e8f41-*/index.html"))  # the crashing session has none
+    else:
+        assert "019ba2f2" in res.output
