@@ -14,14 +14,12 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Iterable, Mapping
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
-
-from collections.abc import Iterable, Mapping
-from typing import Any
 
 from forensics.errors import ForensicsError, IngestError, reading
 

@@ -150,3 +150,14 @@ def test_sigterm_ends_the_workers_and_leaves_a_checkpoint(tmp_path: Path) -> Non
     assert _gone(workers)
     assert "Traceback" not in stderr.decode()
     assert orjson.loads((out / "state.json").read_bytes())["sources"]
+
+
+def test_case_studies_are_capped_and_tables_hold_every_incident(tmp_path: Path) -> None:
+    src = _corpus(tmp_path / "src", 3)
+    out = tmp_path / "out"
+    summary = run_batch([src], out, workers=1, progress=False, max_case_sessions=2)
+    incidents = pl.read_parquet(out / "incidents.parquet")
+    assert incidents.height == summary.incidents > 0
+    with_case = incidents.filter(pl.col("case").is_not_null())
+    assert with_case["origin"].n_unique() == 2
+    assert len([d for d in (out / "cases").iterdir() if d.is_dir()]) == 2
