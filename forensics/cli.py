@@ -101,6 +101,20 @@ def _problems(results, read_errors) -> int:
     return len(read_errors) + sum(len(r.crashes) + len(r.session.issues) for r in results)
 
 
+def tell_problems(results) -> None:
+    """On stderr, whatever the output format: every crashed rule, and how many records could
+    not be read (each is listed in the output itself)."""
+    for r in results:
+        for crash in r.crashes:
+            typer.echo(f"forensics: {crash}", err=True)
+    issues = sum(len(r.session.issues) for r in results)
+    if issues:
+        sessions = sum(1 for r in results if r.session.issues)
+        typer.echo(f"forensics: {issues} unreadable record{'s' * (issues != 1)} in {sessions} "
+                   f"session{'s' * (sessions != 1)} (listed in the output; --strict makes "
+                   "this exit 2)", err=True)
+
+
 def fail(message: str) -> "typer.Exit":
     typer.echo(f"forensics: {message}", err=True)
     return typer.Exit(EXIT_ERROR)
@@ -315,6 +329,7 @@ def scan(
         output.write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)
+    tell_problems(results)
     raise typer.Exit(exit_code(_findings(results), problems=_problems(results, read_errors),
                                strict=strict, fail_on=fail_on))
 
@@ -430,9 +445,7 @@ def report_command(
     typer.echo(f"wrote {len(written)} files to {output} "
                f"({incidents} incident{'s' * (incidents != 1)} in {len(results)} "
                f"session{'s' * (len(results) != 1)})")
-    for r in results:
-        for crash in r.crashes:
-            typer.echo(f"forensics: {crash}", err=True)
+    tell_problems(results)
     raise typer.Exit(exit_code(_findings(results), problems=_problems(results, read_errors),
                                strict=strict, fail_on=fail_on))
 

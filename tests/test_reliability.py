@@ -364,7 +364,7 @@ def test_read_issues_never_change_zero_or_one_unless_strict(tmp_path: Path) -> N
     assert runner.invoke(app, ["scan", str(src), "--strict"]).exit_code == EXIT_ERROR
     assert runner.invoke(app, ["turns", str(src)]).exit_code == EXIT_CLEAN
     assert runner.invoke(app, ["turns", str(src), "--strict"]).exit_code == EXIT_ERROR
-    doc = orjson.loads(runner.invoke(app, ["scan", str(src), "-f", "json"]).output)
+    doc = orjson.loads(runner.invoke(app, ["scan", str(src), "-f", "json"]).stdout)
     assert any("not valid JSON" in i for i in doc["sessions"][0]["issues"])
 
 
@@ -402,3 +402,14 @@ def test_a_renderer_crash_costs_its_session_only(tmp_path: Path, monkeypatch,
         assert not list(out.glob("5d2e8f41-*/index.html"))  # the crashing session has none
     else:
         assert "019ba2f2" in res.output
+
+
+def test_problems_are_on_stderr_whatever_the_format(tmp_path: Path) -> None:
+    src = tmp_path / "s.jsonl"
+    src.write_bytes(CODEX.read_bytes() + b"{broken line\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "forensics.cli", "scan", str(src), "-f",
+                           "json"], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == EXIT_FINDINGS
+    assert "1 unreadable record in 1 session" in proc.stderr
+    orjson.loads(proc.stdout)  # stdout stays one JSON document
