@@ -215,7 +215,7 @@ def _init_worker(config: Config, cases_dir: str | None,
     _worker["cases_left"] = options.get("case_sessions", MAX_CASE_SESSIONS)
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent: int | None) -> None:
     """In a pool worker: leave Ctrl-C to the main process (which ends the pool), and die when
     the main process dies, even by ``kill -9`` (Linux), instead of reading on."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -226,13 +226,13 @@ def _die_with_parent() -> None:
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         except (OSError, AttributeError):
             pass
-        if os.getppid() == 1:  # the parent already died before prctl took effect
+        if parent is not None and os.getppid() != parent:  # died before prctl took effect
             os._exit(1)
 
 
 def _init_pool_worker(config: Config, cases_dir: str | None,
                       options: dict[str, Any] | None = None) -> None:
-    _die_with_parent()
+    _die_with_parent((options or {}).get("parent"))
     _init_worker(config, cases_dir, options)
 
 
@@ -379,7 +379,8 @@ def collect(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = No
     config = config or Config()
     known = known or {}
     workers = workers or default_workers()
-    options = {"redact": redact, "case_sessions": -(-max_case_sessions // workers)}
+    options = {"redact": redact, "case_sessions": -(-max_case_sessions // workers),
+               "parent": os.getpid()}
     out = Collected(workers=workers)
     bar = Progress(progress)
     start = time.monotonic()
