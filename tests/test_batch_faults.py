@@ -129,7 +129,9 @@ def test_kill_9_then_rerun_continues_and_matches_a_clean_run(tmp_path: Path) -> 
     done = len(state["sources"])
     assert 5 <= done < total, done
     checkpointed = pl.read_parquet(out / "sessions.parquet")
-    assert set(checkpointed["origin"]) == set(state["sources"])  # state lists only rows written
+    # The state is written after the tables: it names only sources whose rows are on disk
+    # (a kill between the two leaves newer rows, which the rerun rescans and replaces).
+    assert set(state["sources"]) <= set(checkpointed["origin"])
 
     summary = run_batch([src], out, workers=1, progress=False)
     assert summary.skipped == done and summary.scanned == total - done
