@@ -82,4 +82,5 @@ def to_incident(spec: RuleSpec, session: Session, finding: Finding) -> Incident:
         message=finding.message,
         fingerprint=Incident.make_fingerprint(spec.code, session.id, finding.anchor,
                                               finding.turn),
+        facts=list(finding.facts),
     )

@@ -2,18 +2,8 @@
 
 from __future__ import annotations
 
+from forensics.analysis.text import shorten  # noqa: F401  (re-exported for callers of timeline)
 from forensics.model import AssistantTurn, EventTurn, ToolResultTurn, Turn, UserTurn
-
-
-def shorten(text: str | None, width: int = 100) -> str:
-    """``text`` on one line, cut to ``width`` with an ellipsis. Looks only at the head, so a
-    pasted megabyte costs no more than a short message."""
-    text = text or ""
-    head = text[: width * 4 + 64]
-    flat = " ".join(head.split())
-    if len(flat) <= width and len(head) == len(text):
-        return flat
-    return flat[: width - 1].rstrip() + "…"
 
 
 def summarize(turn: Turn, width: int = 100) -> str:

@@ -15,13 +15,16 @@ from functools import lru_cache
 
 import orjson
 
-from forensics.findings import Finding
+from forensics.analysis import OutcomeRules, analysis_of, user_stopped
+from forensics.analysis.commands import program
+from forensics.analysis.outcome import any_of as _any_of
+from forensics.analysis.shell import command_of as _script_of
+from forensics.analysis.shell import split_commands
+from forensics.analysis.text import edges as _edges
+from forensics.analysis.text import shorten
+from forensics.findings import Evidence, Finding
 from forensics.model import AssistantTurn, Session, ToolCall, ToolResultTurn
 from forensics.rules import rule
-from forensics.rules._walk import rest_of_exchange, user_stopped
-from forensics.shell import command_of as _script_of
-from forensics.shell import program, split_commands
-from forensics.timeline import shorten
 
 _PATH = re.compile(r"(?:[A-Za-z]:)?[\w.~-]*[/\\][\w./\\@+-]+")
 _QUOTED = re.compile(r"[`'\"“‘]([^`'\"”’\n]{3,80})[`'\"”’]")
@@ -29,12 +32,6 @@ _NAMES = re.compile(r"\b[A-Z][A-Za-z]*(?:Error|Exception|Exit|Fault)\b|\bE[A-Z]{
                     r"|\b[A-Z]{1,4}\d{3,5}\b")
 _MODULE = re.compile(r"No module named ['\"]?([\w.]+)|Cannot find module ['\"]([^'\"]+)"
                      r"|command not found: (\S+)|(\S+): command not found")
-_PLAIN_PROGRAMS = frozenset({"cd", "echo", "printf", "ls", "cat", "head", "tail", "grep", "sed",
-                             "awk", "sort", "wc", "true", "test", "sleep", "export", "source",
-                             "git", "npm", "pnpm", "yarn", "python", "python3", "node", "bash",
-                             "sh", "sudo", "find", "xargs", "tee", "mkdir", "rm", "cp", "mv"})
-_COMMON = frozenset({"error", "errors", "exception", "warning", "the", "and", "this", "that",
-                     "true", "false", "none", "null", "/dev/null", "/tmp", "/usr/bin/env"})
 
 
 @rule("FX003")
@@ -51,21 +48,23 @@ def ignored_tool_error(
     acknowledgements: Sequence[str],
     handoffs: Sequence[str],
     success_claims: Sequence[str],
+    plain_programs: Sequence[str],
+    common_words: Sequence[str],
 ) -> Iterator[Finding]:
     k = _knowledge(tuple(probe_commands), tuple(probe_patterns), tuple(benign_commands),
                    tuple(death_words), tuple(death_patterns), tuple(exit_text_patterns),
                    tuple(failure_text_patterns), tuple(acknowledgements), tuple(handoffs),
-                   tuple(success_claims))
-    status_in_text_only = session.agent == "codex"
+                   tuple(success_claims), tuple(plain_programs), tuple(common_words))
+    analysis = analysis_of(session)
     for result in session.turns:
         if not isinstance(result, ToolResultTurn) or result.aborted:
             continue
         owner = session.call_for(result)
         call = owner[1] if owner else None
-        failure = _failure(result, call, k, status_in_text_only)
+        failure = _failure(analysis.outcome(result, k.outcome_rules))
         if failure is None:
             continue
-        later = rest_of_exchange(session, result.ordinal)
+        later = analysis.rest_of_exchange(result.ordinal)
         if user_stopped(later):
             continue
         replies = [t for t in later if isinstance(t, AssistantTurn)]
@@ -76,7 +75,7 @@ def ignored_tool_error(
 
 class _Knowledge:
     def __init__(self, probes, probe_patterns, benign, death_words, death, exit_text,
-                 failure_text, acks, handoffs, claims):
+                 failure_text, acks, handoffs, claims, plain, common):
         self.death_words = tuple(death_words)
         self.probes = frozenset(probes)
         self.probe_patterns = [re.compile(p) for p in probe_patterns]
@@ -87,20 +86,16 @@ class _Knowledge:
         self.acks = _phrases(acks, prefix=True)
         self.handoffs = _phrases(handoffs, prefix=True)
         self.claims = _phrases(claims)
+        self.plain = frozenset(plain)
+        self.common = frozenset(w.lower() for w in common)
+        self.outcome_rules = OutcomeRules(
+            death=self.death, death_words=self.death_words, exit_text=self.exit_text,
+            failure_text=self.failure_text, is_probe=lambda command: _is_probe(command, self))
 
 
 @lru_cache(maxsize=8)
 def _knowledge(*params) -> _Knowledge:
     return _Knowledge(*params)
-
-
-def _any_of(patterns: Sequence[str]) -> re.Pattern[str]:
-    """One multiline regex from many; a leading ``(?i)`` stays local to its pattern."""
-    alts = []
-    for p in patterns:
-        p = p.removeprefix("(?m)")
-        alts.append(f"(?i:{p[4:]})" if p.startswith("(?i)") else f"(?:{p})")
-    return re.compile("|".join(alts), re.MULTILINE)
 
 
 def _phrases(words: Sequence[str], *, prefix: bool = False) -> re.Pattern[str]:
@@ -121,33 +116,9 @@ def command_of(call: ToolCall | None) -> str | None:
     return _script_of(call) if call is not None else None
 
 
-def _failure(result: ToolResultTurn, call: ToolCall | None, k: _Knowledge,
-             status_in_text_only: bool) -> str | None:
+def _failure(outcome) -> str | None:
     """How the call failed, in words, or None when it did not (or only probed)."""
-    text = result.error or result.output
-    output = result.output
-    died = (k.death.search(output)
-            if output and any(w in output for w in k.death_words) else None)
-    if died:
-        return f"output reports `{died.group(0).strip()}`"
-    command = command_of(call)
-    if command and _is_probe(command, k):
-        return None
-    if result.timed_out:
-        return "was killed at the harness timeout"
-    if result.killed:
-        return "was killed by a signal"
-    if result.exit_code not in (None, 0):
-        return f"exited with status {result.exit_code}"
-    if result.is_error:
-        return f"failed: {shorten(text, 80)}" if text.strip() else "failed"
-    if result.exit_code is None and text:
-        # a harness's status line sits at the start or the end of the output
-        ends = text if len(text) <= 1200 else f"{text[:600]}\n{text[-600:]}"
-        m = k.exit_text.search(ends) or (status_in_text_only and k.failure_text.search(text))
-        if m:
-            return f"reported `{shorten(m.group(0).strip(), 60)}`"
-    return None
+    return outcome.describe() if outcome.failed else None
 
 
 def _is_probe(command: str, k: _Knowledge) -> bool:
@@ -173,7 +144,7 @@ def _is_probe(command: str, k: _Knowledge) -> bool:
 # -- what counts as dealing with it -----------------------------------------------------------
 
 
-def salient_tokens(result: ToolResultTurn, call: ToolCall | None) -> set[str]:
+def salient_tokens(result: ToolResultTurn, call: ToolCall | None, k: _Knowledge) -> set[str]:
     """Names, files, codes and quoted words from the failure that a reaction would mention."""
     text = (result.error or "") + "\n" + _edges(result.output)
     tokens: set[str] = set()
@@ -194,7 +165,7 @@ def salient_tokens(result: ToolResultTurn, call: ToolCall | None) -> set[str]:
     if command:
         for simple in split_commands(command):
             prog, args = program(simple)
-            if prog and prog not in _PLAIN_PROGRAMS:
+            if prog and prog not in k.plain:
                 tokens.add(prog)
     if call is not None:
         for key in ("filePath", "file_path", "path", "filename", "notebook_path"):
@@ -202,16 +173,12 @@ def salient_tokens(result: ToolResultTurn, call: ToolCall | None) -> set[str]:
             if isinstance(value, str) and value:
                 tokens.add(value)
                 tokens.add(re.split(r"[/\\]", value)[-1])
-    return {t for t in tokens if len(t) > 3 and t.lower() not in _COMMON} | short
-
-
-def _edges(text: str, size: int = 2000) -> str:
-    return text if len(text) <= 2 * size else text[:size] + "\n" + text[-size:]
+    return {t for t in tokens if len(t) > 3 and t.lower() not in k.common} | short
 
 
 def _dealt_with(result: ToolResultTurn, call: ToolCall | None, replies: list[AssistantTurn],
                 k: _Knowledge) -> bool:
-    tokens = salient_tokens(result, call)
+    tokens = salient_tokens(result, call, k)
     lowered = {t.lower() for t in tokens}
     failed_command = command_of(call)
     failed_prog = _main_program(failed_command) if failed_command else None
@@ -289,8 +256,13 @@ def _finding(session: Session, result: ToolResultTurn, owner, failure: str,
         reason = "the assistant moved on without a word about the failure"
         outcome = "the assistant moved on without mentioning it"
     evidence = [result.ordinal] + [r.ordinal for r in replies[:3]]
+    facts = [Evidence(kind="failure", role="failed call", turn=result.ordinal,
+                      anchor=result.anchor, command=command_of(call), quote=failure)]
+    if claims:
+        facts.append(Evidence(kind="claim", role="success claim", turn=claims[-1].ordinal,
+                              anchor=claims[-1].anchor, quote=shorten(claims[-1].text, 80)))
     return Finding(
         turn=turn.ordinal, anchor=call.anchor if call else turn.anchor, severity=severity,
         severity_reason=reason, evidence=evidence,
-        message=f"{what} {failure}; {outcome}.",
+        message=f"{what} {failure}; {outcome}.", facts=facts,
     )
