@@ -111,6 +111,10 @@ class Analysis:
 
     # -- processes -----------------------------------------------------------------------
 
+    def latest_ledger(self) -> Ledger | None:
+        """The ledger a rule last built for this session (None: no rule asked for one)."""
+        return next(reversed(self._ledgers.values()))[1] if self._ledgers else None
+
     def ledger(self, know: Knowledge) -> Ledger:
         """The process ledger under ``know`` (built once per knowledge)."""
         kept = self._ledgers.get(id(know))

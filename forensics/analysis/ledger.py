@@ -98,11 +98,22 @@ class Kill:
 
 
 @dataclass
+class Check:
+    """A look at a process: a health check, a read of a launch's log, a process listing."""
+
+    ordinal: int
+    anchor: str
+    kind: str  # health, log, listing
+    port: int | None = None
+
+
+@dataclass
 class Ledger:
-    """Every long-running launch of a session, every kill, and the event anchors of each."""
+    """Every long-running launch of a session, every kill and check, with their anchors."""
 
     launches: list["Launch"]
     kills: list[Kill]
+    checks: list[Check] = field(default_factory=list)
 
     def kills_between(self, start: Clock, end: Clock) -> list[Kill]:
         return [k for k in self.kills if start < k.clock < end]
@@ -421,6 +432,7 @@ class Tracker:
         """Codex code-mode cells that poll a session (``tools.write_stdin``), by call id."""
         self._last_time: float | None = None
         self.kills: list[Kill] = []
+        self.checks: list[Check] = []
         self._call_anchor = ""
 
     # -- walking ---------------------------------------------------------------------------
@@ -451,7 +463,7 @@ class Tracker:
 
     def ledger(self) -> Ledger:
         self.run()
-        return Ledger(self.launches, self.kills)
+        return Ledger(self.launches, self.kills, self.checks)
 
     def _gap(self, turn: Any) -> None:
         t = turn.time
@@ -548,6 +560,8 @@ class Tracker:
                     if m.group(1) and m.group(1).isdigit():
                         self.health_calls.setdefault(call.call_id, []).append(
                             (clock, int(m.group(1))))
+                        self.checks.append(Check(turn.ordinal, call.anchor, "health",
+                                                 int(m.group(1))))
             if _first_word(pipe.text) in k.skip_fast:
                 continue  # echo, grep, sed, ls…: neither a launch nor a kill
             if not pipe.tokens:
@@ -871,12 +885,14 @@ class Tracker:
         # log files of earlier launches
         for name, launches in self.log_names.items():
             if name in script and k.log_reader and k.log_reader.search(script):
+                self.checks.append(Check(res.ordinal, res.anchor, "log"))
                 for launch in launches:
                     if launch.state is State.ALIVE and launch.result is not None:
                         self._read_log(launch, out, clock, res.ordinal)
         for health_clock, port in self.health_calls.get(res.call_id, []):
             self._health(port, res, out, health_clock)
         if k.process_lister and k.process_lister.search(script):
+            self.checks.append(Check(res.ordinal, res.anchor, "listing"))
             self._pids_from_listing(script, out)
 
     def _health(self, port: int, res: ToolResultTurn, out: str, clock: Clock) -> None:

@@ -176,9 +176,10 @@ def _facts(later: Launch, first: Launch, ledger: Ledger, signals: list[Signal]) 
     for e in ledger.launches:
         if e.seq < later.seq and (e is first or e.equivalent(later)):
             state, change = e.state_before(later.clock)
-            fate = ("still running when the relaunch came" if state is State.ALIVE else
+            fate = ("no kill or exit recorded before the relaunch" if state is State.ALIVE else
                     f"state unknown ({change.reason})" if state is State.UNKNOWN and change else
-                    f"ended: {change.reason}" if change else "")
+                    f"killed at turn {change.ordinal}" if change and change.kind.startswith(
+                        "kill") else f"ended: {change.reason}" if change else "")
             facts.append(Evidence(kind="launch", role="earlier launch" if e is first
                                   else "earlier launch (ended)" if state is State.ENDED
                                   else "earlier launch", turn=e.turn, anchor=e.anchor,
@@ -203,14 +204,16 @@ def _facts(later: Launch, first: Launch, ledger: Ledger, signals: list[Signal]) 
                               turn=signal.ordinal, anchor=signal.anchor, quote=signal.text))
     facts.append(Evidence(kind="launch", role="relaunch", turn=later.turn, anchor=later.anchor,
                           command=later.command, port=later.port))
-    if later.result_words and later.result is not None:
-        facts.append(Evidence(kind="result", role="port taken" if later.conflict and not
-                              later.killed_at_once else "killed at once",
-                              turn=later.result, anchor=later.result_anchor, quote=later.result_words,
+    if later.result is not None:
+        role = ("port taken" if later.conflict and not later.killed_at_once else
+                "killed at once" if later.killed_at_once else "relaunch result")
+        facts.append(Evidence(kind="result", role=role, turn=later.result,
+                              anchor=later.result_anchor, quote=later.result_words,
                               port=later.conflict_port))
-    port = later.requested_port or later.port or first.port
+    port = later.requested_port or (first.port if later.moved else later.port) or first.port
     if port:
         known = ("named in the command" if later.port_explicit or first.port_explicit else
+                 "named in the relaunch's output" if port == later.conflict_port else
                  f"default of {later.server or first.server}" if (later.server or first.server)
                  else "named in the relaunch's output")
         facts.append(Evidence(kind="port", role="port both compete for", turn=later.turn,
