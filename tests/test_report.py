@@ -348,7 +348,8 @@ def test_seed_000_example_tells_the_story(tmp_path: Path) -> None:
         "It was launch number 4 of `sglang.launch_server` in the session",
         # the earlier launches ended before the relaunch, as the process ledger reads them
         "(ended: its output showed it crashed); **turn 28** (ended: its output showed it crashed)",
-        "In between, the user wrote at **turn 39**: “Ready.”",
+        "at **turn 39**, the transcript shows the first one was up (user said it was up): "
+        "“Ready.”",
         "Killed",  # the relaunch died at once
         "port `30000` (default of sglang)",
         "The message is empty: it holds no text and no tool call.",  # message 42

@@ -88,6 +88,8 @@ def program(command: str) -> str:
             m = re.search(r"-m\s+([\w.]+)", " ".join(words))
             if m and re.search(r"python", words[0]):
                 return m.group(1)
+            if re.search(r"python", words[0]) and len(words) > 1 and words[1].endswith(".py"):
+                return re.split(r"[\\/]", words[1])[-1]  # the script it runs: train.py
             head = re.split(r"[\\/]", words[0].strip("\"'"))[-1]
             if head in ("npm", "pnpm", "yarn", "bun", "docker", "cargo", "uv", "git") \
                     and len(words) > 1:

@@ -166,7 +166,9 @@ def _duplicate_launch(cs: CaseStudy, session: Session, incident: Incident) -> No
         cs.mistake.append(S("Nothing between the two launches stopped the first one: no kill "
                             "aimed at it and no output showing it had exited, as far as the "
                             "transcript shows."))
-    users = [t for t in session.turns[first.turn: incident.turn - 1] if isinstance(t, UserTurn)]
+    quoted = {f.turn for f in facts if f.kind == "message"}
+    users = [t for t in session.turns[first.turn: incident.turn - 1]
+             if isinstance(t, UserTurn) and t.ordinal not in quoted]
     said: list[Piece | str] = []
     for u in users[-2:]:
         said += [", and at " if said else "In between, the user wrote at ", ref(u), ": ",

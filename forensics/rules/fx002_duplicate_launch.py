@@ -153,7 +153,9 @@ def _finding(later: Launch, first: Launch, ledger: Ledger, *, resumed: bool) -> 
     elif reasons:
         severity, reason = "high", "; ".join(reasons)
     else:
-        severity, reason = "medium", "nothing in the transcript ended the earlier launch"
+        severity, reason = "medium", (
+            "nothing in the transcript ended the earlier launch "
+            f"({_code(first.normalized or first.command, 60)} at {first.anchor})")
     revived = next((c for c in first.changes if c.kind == "revived" and c.clock < later.clock),
                    None)
     if revived:
