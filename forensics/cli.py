@@ -356,6 +356,95 @@ def batch(
     raise typer.Exit(EXIT_FINDINGS if summary.incidents else EXIT_CLEAN)
 
 
+class EvalFormat(str, Enum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+
+
+@app.command("eval")
+def eval_command(
+    labels: Annotated[list[Path], typer.Argument(
+        help="labels.json files, or folders searched for them (see docs/accuracy.md).",
+        metavar="LABELS...")],
+    format: Annotated[EvalFormat, typer.Option("--format", "-f")] = EvalFormat.text,
+    include_low: Annotated[bool, typer.Option(
+        "--include-low", help="Count low-confidence incidents (optional by default).")] = False,
+    min_f1: Annotated[Optional[float], typer.Option(
+        "--min-f1", help="Exit 1 when a measured rule's F1 (or all rules') is below this.")
+    ] = None,
+    max_fp_per_10: Annotated[Optional[float], typer.Option(
+        "--max-fp-per-10", help="Exit 1 when a measured rule (or all rules together) raises "
+        "more false alarms per 10 sessions.")] = None,
+    select: Select = None,
+    ignore: Ignore = None,
+    config: ConfigPath = None,
+    redact: Annotated[bool, typer.Option(
+        "--redact/--no-redact", help="Redact secrets in quoted notes and messages.")] = True,
+) -> None:
+    """Measure the rules against hand-labelled sessions: TP/FP/FN, precision, recall, F1."""
+    from forensics import evaluation
+
+    cfg = build_config(config, select, ignore)
+    try:
+        label_files = evaluation.load_labels(labels)
+    except ForensicsError as exc:
+        raise fail(str(exc))
+    ev = evaluation.evaluate(label_files, cfg, include_low=include_low)
+    if format is EvalFormat.json:
+        sys.stdout.write(evaluation.render_json(ev, redact=redact))
+    elif format is EvalFormat.markdown:
+        sys.stdout.write(evaluation.render_markdown_table(ev))
+    else:
+        sys.stdout.write(evaluation.render_text(ev, redact=redact))
+    for err in ev.errors:
+        typer.echo(f"forensics: {err}", err=True)
+    if not ev.cases:
+        raise fail("no labelled session could be read")
+    failed = ev.failed_gates(min_f1=min_f1, max_fp_per_10=max_fp_per_10)
+    for line in failed:
+        typer.echo(f"forensics: gate failed: {line}", err=True)
+    raise typer.Exit(EXIT_FINDINGS if failed else EXIT_CLEAN)
+
+
+@app.command("label")
+def label_command(
+    path: Annotated[Path, typer.Argument(help="The session file to label.")],
+    output: Annotated[Optional[Path], typer.Option(
+        "--output", "-o", help="Write labels.json here (input path made relative to it).")
+    ] = None,
+    select: Select = None,
+    ignore: Ignore = None,
+    config: ConfigPath = None,
+    input_format: InputFormat = None,
+    redact: Annotated[bool, typer.Option(
+        "--redact/--no-redact", help="Redact secrets in the candidates' notes.")] = True,
+) -> None:
+    """Write a starting labels.json: each finding as a candidate incident to review."""
+    import orjson
+
+    from forensics.engine import scan_session
+    from forensics.evaluation import label_document
+
+    cfg = build_config(config, select, ignore)
+    sessions, _ = load_sessions(path, input_format)
+    rules = cfg.rules()
+    results = [scan_session(s, cfg, rules) for s in sessions]
+    where = output.parent if output else Path.cwd()
+    doc = label_document(path, results, relative_to=where, rules=[r.slug for r in rules],
+                         redact=redact)
+    text = orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
+    if output:
+        try:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise fail(f"{output}: {exc.strerror or exc}")
+        typer.echo(f"wrote {output} ({len(doc['incidents'])} candidate incidents to review)")
+    else:
+        sys.stdout.write(text)
+
+
 @app.command()
 def sample() -> None:
     """Print the path of the sample session that ships with forensics."""
