@@ -15,7 +15,8 @@ from functools import cached_property
 
 from forensics.analysis.commands import Command, parse_script
 from forensics.analysis.ledger import Knowledge, Ledger, build_ledger
-from forensics.analysis.outcome import Outcome, OutcomeRules, outcome
+from forensics.analysis.outcome import Outcome, OutcomeRules
+from forensics.analysis.outcome import outcome as judge_outcome
 from forensics.analysis.shell import command_of
 from forensics.model import AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn, Turn, UserTurn
 
@@ -50,7 +51,7 @@ class Analysis:
     def __init__(self, session: Session) -> None:
         self._session = weakref.ref(session)
         self._ledgers: dict[int, tuple[Knowledge, Ledger]] = {}
-        self._outcomes: dict[tuple[str, int], Outcome] = {}
+        self._outcomes: dict[tuple[str, OutcomeRules | None], Outcome] = {}
 
     @property
     def session(self) -> Session:
@@ -78,12 +79,12 @@ class Analysis:
     def outcome(self, result: ToolResultTurn, rules: OutcomeRules | None = None,
                 *, status_in_text_only: bool | None = None) -> Outcome:
         """How ``result`` ended (with the shared lists unless a rule passes its own)."""
-        key = (result.call_id, id(rules))
+        key = (result.call_id, rules)
         known = self._outcomes.get(key)
         if known is None:
             text_only = (self.session.agent == "codex" if status_in_text_only is None
                          else status_in_text_only)
-            known = outcome(result, self.script(self.call_of(result)), rules,
+            known = judge_outcome(result, self.script(self.call_of(result)), rules,
                             status_in_text_only=text_only)
             self._outcomes[key] = known
         return known
@@ -137,4 +138,4 @@ def analysis_of(session: Session) -> Analysis:
 
 
 __all__ = ["Analysis", "Command", "Exchange", "Knowledge", "Ledger", "Outcome", "OutcomeRules",
-           "STOP_EVENTS", "analysis_of", "outcome", "user_stopped"]
+           "STOP_EVENTS", "analysis_of", "user_stopped"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from typing import Literal
 
@@ -70,7 +70,7 @@ class OutcomeRules:
     """Words one of which the output must hold for ``death`` to be tried (speed); empty: any."""
     exit_text: re.Pattern[str] | None = None
     failure_text: re.Pattern[str] | None = None
-    is_probe: Callable[[str], bool] | None = field(default=None, compare=False)
+    is_probe: Callable[[str], bool] | None = None
 
 
 @cache
