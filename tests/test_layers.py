@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("rules", ("forensics.rules",)),
     ("engine", ("forensics.engine", "forensics.config")),
     ("outputs", ("forensics.report", "forensics.batch", "forensics.frame", "forensics.notebook",
-                 "forensics.index", "forensics.cases")),
+                 "forensics.index", "forensics.cases", "forensics.evaluation")),
     ("cli", ("forensics.cli",)),
 ]
 
