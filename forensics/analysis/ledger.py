@@ -775,13 +775,10 @@ class Tracker:
         for pat in k.pid_patterns:
             for m in pat.finditer(out):
                 launch.pids.add(int(m.group(1)))
-        for pat in k.bound_ports:
-            m = None
-            for m in pat.finditer(out):
-                pass
-            if m:
-                launch.port = int(m.group(1))
-                launch.port_explicit = True
+        bound = _bound_port(out, k)
+        if bound is not None:
+            launch.port = bound
+            launch.port_explicit = True
         conflict_match = k.conflict.search(out) if k.conflict else None
         conflict = conflict_match is not None
         if conflict_match is not None:
@@ -872,12 +869,9 @@ class Tracker:
             return
         if last_up >= 0 and launch.state is State.ALIVE:
             launch.signals.append(Signal(clock, "output", ordinal, line_at(out, last_up)))
-        for pat in k.bound_ports:
-            m = None
-            for m in pat.finditer(out):
-                pass
-            if m:
-                launch.port = int(m.group(1))
+        bound = _bound_port(out, k)
+        if bound is not None:
+            launch.port = bound
 
     def _probe_output(self, script: str, res: ToolResultTurn, out: str, clock: Clock) -> None:
         """Health checks, log reads and process listings after a launch."""
@@ -1045,6 +1039,19 @@ def _kill_target(target: str, kind: str) -> str:
     if kind == "name" and name.lower().endswith(".exe"):
         name = name[:-4]
     return name
+
+
+def _bound_port(out: str, k: Knowledge) -> int | None:
+    """The port the output says the server bound: the last match of the last pattern that
+    matches (a later pattern overrides an earlier one, as it always has)."""
+    port = None
+    for pat in k.bound_ports:
+        m = None
+        for m in pat.finditer(out):
+            pass
+        if m:
+            port = int(m.group(1))
+    return port
 
 
 def _moved_port(out: str, k: Knowledge) -> bool:

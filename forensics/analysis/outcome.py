@@ -40,6 +40,14 @@ class Outcome:
         """Failed or timed out (aborted and probes are not failures)."""
         return self.kind in ("failed", "timed_out")
 
+    def status(self) -> str:
+        """How it ended in one or two words (``killed``, ``timed out``, ``exit 1``, ``error``);
+        empty when it did not fail."""
+        if self.kind in ("aborted", "timed_out"):
+            return {"aborted": "aborted", "timed_out": "timed out"}[self.kind]
+        return {"death": "killed", "signal": "killed", "exit": f"exit {self.exit_code}",
+                "error": "error", "text": "failed"}.get(self.cause, "")
+
     def describe(self) -> str:
         """How it ended, as a verb phrase: ``exited with status 1``, ``was killed by a signal``."""
         if self.kind == "aborted":

@@ -114,19 +114,17 @@ def result_failed(session: Session, result: ToolResultTurn) -> bool:
     return analysis_of(session).outcome(result).failed
 
 
+_STATUS_WORDS = {"aborted": "was aborted", "timed out": "timed out", "killed": "was killed",
+                 "error": "failed", "failed": "failed"}
+
+
 def result_status(session: Session, result: ToolResultTurn) -> str:
-    """How a tool result ended, in words."""
-    outcome = analysis_of(session).outcome(result)
-    if outcome.kind == "aborted":
-        return "was aborted"
-    if outcome.kind == "timed_out":
-        return "timed out"
-    if outcome.cause in ("death", "signal"):
-        return "was killed"
-    if outcome.cause == "exit":
+    """How a tool result ended, in words (from the analysis' outcome)."""
+    status = analysis_of(session).outcome(result).status()
+    if status.startswith("exit "):
         return f"exited with code {result.exit_code}"
-    if outcome.cause == "error":
-        return "failed"
+    if status:
+        return _STATUS_WORDS[status]
     return "succeeded" if result.exit_code == 0 else "came back"
 
 

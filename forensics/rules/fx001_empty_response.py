@@ -125,14 +125,8 @@ def _user_wrote_next(session: Session, ordinal: int) -> UserTurn | None:
 
 
 def _result_status(session: Session, result: ToolResultTurn) -> str:
-    outcome = analysis_of(session).outcome(result)
-    if outcome.cause in ("death", "signal"):
-        return "killed"
-    if outcome.kind == "timed_out":
-        return "timed out"
-    if outcome.cause == "exit":
-        return f"exit {result.exit_code}"
-    if outcome.cause == "error":
-        return "error"
+    status = analysis_of(session).outcome(result).status()
+    if status and status != "aborted":
+        return status
     tail = result.output.strip().splitlines()[-1:] or [""]
     return f"\"{shorten(tail[0], 50)}\"" if tail[0] else "no output"
