@@ -427,7 +427,8 @@ class Tracker:
         self.by_call: dict[str, list[Launch]] = {}
         self.by_handle: dict[str, Launch] = {}
         self.log_names: dict[str, list[Launch]] = {}
-        self.health_calls: dict[str, list[tuple[Clock, int]]] = {}
+        self.health_calls: dict[str, list[tuple[Clock, int, bool]]] = {}
+        """Health checks by call id: (clock, port, whether the script has a ``||`` fallback)."""
         self.code_polls: dict[str, list[Launch]] = {}
         """Codex code-mode cells that poll a session (``tools.write_stdin``), by call id."""
         self._last_time: float | None = None
@@ -559,7 +560,7 @@ class Tracker:
                 for m in k.health.finditer(pipe.text):
                     if m.group(1) and m.group(1).isdigit():
                         self.health_calls.setdefault(call.call_id, []).append(
-                            (clock, int(m.group(1))))
+                            (clock, int(m.group(1)), "||" in script))
                         self.checks.append(Check(turn.ordinal, call.anchor, "health",
                                                  int(m.group(1))))
             if _first_word(pipe.text) in k.skip_fast:
@@ -760,6 +761,12 @@ class Tracker:
 
     def _own_result(self, launch: Launch, res: ToolResultTurn, out: str, clock: Clock) -> None:
         k = self.k
+        if res.aborted and (launch.background or not out.strip()):
+            # rejected or interrupted: a background launch returns at once, so an abort came
+            # before it ran; a foreground one with no output never started either
+            launch.end(clock, "abort", "the user rejected or interrupted it before it ran",
+                       res.ordinal)
+            return
         for pat in k.background_ids:
             m = pat.search(out)
             if m:
@@ -883,20 +890,25 @@ class Tracker:
                 for launch in launches:
                     if launch.state is State.ALIVE and launch.result is not None:
                         self._read_log(launch, out, clock, res.ordinal)
-        for health_clock, port in self.health_calls.get(res.call_id, []):
-            self._health(port, res, out, health_clock)
+        for health_clock, port, fallback in self.health_calls.get(res.call_id, []):
+            self._health(port, res, out, health_clock, fallback)
         if k.process_lister and k.process_lister.search(script):
             self.checks.append(Check(res.ordinal, res.anchor, "listing"))
             self._pids_from_listing(script, out)
 
-    def _health(self, port: int, res: ToolResultTurn, out: str, clock: Clock) -> None:
+    def _health(self, port: int, res: ToolResultTurn, out: str, clock: Clock,
+                fallback: bool = False) -> None:
+        """A request to the port. Its own answer (exit 0, its own non-empty output) means
+        something listens there, whatever the body; with a ``||`` fallback in the script the
+        output may be the fallback's, so only an answer that reads as up counts."""
         k = self.k
         if res.exit_code not in (None, 0) or res.is_error or res.timed_out:
             return
         body = out.strip()
         if not body or (k.down and k.down.search(body)):
             return
-        if not ((k.health_ok and k.health_ok.search(body)) or (k.up and k.up.search(body))):
+        if fallback and not ((k.health_ok and k.health_ok.search(body))
+                             or (k.up and k.up.search(body))):
             return
         candidates = [l for l in self.launches if l.port == port and l.clock < clock]
         if not candidates:
@@ -905,7 +917,8 @@ class Tracker:
         state, change = latest.state_before(clock)
         if latest.changes and latest.changes[-1].clock > clock:
             state = State.ENDED  # ended later in the same script: nothing to revive
-        text = _short(body.splitlines()[0] if body.splitlines() else body, 60)
+        telling = next((ln for ln in body.splitlines() if re.search(r"\w{2,}", ln)), body)
+        text = _short(telling, 60)  # the answer's first line that says something
         if state is State.ALIVE:
             latest.signals.append(Signal(clock, "health", res.ordinal, text))
         elif change is not None and change.kind in ("kill-pid", "resume", "kill-unresolved",
