@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 from forensics.model import AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn, UserTurn
 from forensics.analysis.params import build as build_params
 from forensics.analysis.params import require_names, resolve_references
-from forensics.analysis.commands import _ASSIGN, Command, normalize, parse, parse_script
+from forensics.analysis.commands import _ASSIGN, Command, Pipeline, normalize, parse, split_pipelines
 from forensics.analysis.commands import words as shell_words
 from forensics.analysis.shell import command_of
 from forensics.analysis.text import line_at
@@ -412,7 +412,7 @@ def _first_word(text: str) -> str:
 class _Script:
     """What one tool call's script says, pipeline by pipeline."""
 
-    pipes: tuple[Command, ...]
+    pipes: list[Pipeline]
     env: dict[str, str] = field(default_factory=dict)
     cwd: str | None = None
 
@@ -548,23 +548,24 @@ class Tracker:
         if not _any_word(k.prefilter, script) and not _LONE_AMP.search(script) \
                 and not any(n in script for n in self.log_names) and not call.background:
             return
-        pipes = parse_script(script)
-        ctx = _Script(pipes)
+        pieces = split_pipelines(script)
+        ctx = _Script(pieces)
         workdir = call.input.get("workdir") or call.input.get("cwd")
         ctx.cwd = workdir if isinstance(workdir, str) else None
         script_launches: list[Launch] = []
         assigns = _assignments(script)
-        for p_idx, pipe in enumerate(pipes):
+        for p_idx, piece in enumerate(pieces):
             clock = (turn.ordinal, idx, p_idx + 1)
             if k.health:
-                for m in k.health.finditer(pipe.text):
+                for m in k.health.finditer(piece.text):
                     if m.group(1) and m.group(1).isdigit():
                         self.health_calls.setdefault(call.call_id, []).append(
                             (clock, int(m.group(1)), "||" in script))
                         self.checks.append(Check(turn.ordinal, call.anchor, "health",
                                                  int(m.group(1))))
-            if _first_word(pipe.text) in k.skip_fast:
-                continue  # echo, grep, sed, ls…: neither a launch nor a kill
+            if _first_word(piece.text) in k.skip_fast:
+                continue  # echo, grep, sed, ls…: neither a launch nor a kill; spare the parse
+            pipe = parse(piece.text, piece.background)  # the typed command, cached by text
             if not pipe.tokens:
                 ctx.env.update(pipe.env)
                 continue

@@ -16,7 +16,7 @@ from functools import cache
 from typing import Literal
 
 from forensics.analysis.knowledge import shared
-from forensics.analysis.text import shorten
+from forensics.analysis.text import edges, shorten
 from forensics.model import ToolResultTurn
 
 OutcomeKind = Literal["ok", "failed", "probe", "aborted", "timed_out"]
@@ -107,7 +107,8 @@ def outcome(result: ToolResultTurn, command: str | None = None,
     output = result.output
     if output and rules.death is not None and (
             not rules.death_words or any(w in output for w in rules.death_words)):
-        died = rules.death.search(output)
+        # without a rule's prefilter words, look where a death line stands: head and tail
+        died = rules.death.search(output if rules.death_words else edges(output, 4000))
         if died:
             return Outcome("failed", "death", died.group(0).strip(), result.exit_code)
     if command and rules.is_probe is not None and rules.is_probe(command):
