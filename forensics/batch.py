@@ -250,7 +250,7 @@ def _init_worker(config: Config, cases_dir: str | None,
     _worker["cases_dir"] = cases_dir
     _worker["redact"] = options.get("redact", True)
     if config.secret_patterns:  # a spawned worker starts without the parent's extra patterns
-        from forensics.report.redact import use_extra_files
+        from forensics.redact import use_extra_files
 
         use_extra_files(config.secret_patterns)
     _worker["cases_left"] = options.get("case_sessions", MAX_CASE_SESSIONS)
@@ -683,7 +683,7 @@ def _config_key(config: Config, redact: bool = True, keep: SessionFilter | None 
     contents, the effective config, redaction and the session filter. A change of any rescans
     everything."""
     from forensics import __version__
-    from forensics.report.redact import patterns_digest
+    from forensics.redact import patterns_digest
 
     rules = []
     for s in config.rules():

@@ -132,7 +132,7 @@ def redactor(redact: bool):
     """The text filter of every output that quotes a transcript: ``redact`` or identity."""
     if not redact:
         return lambda text: text
-    from forensics.report.redact import redact as hide
+    from forensics.redact import redact as hide
 
     return hide
 

@@ -92,7 +92,7 @@ def config_from_dict(data: dict[str, Any], *, source: str = "<config>") -> Confi
     base = Path(source).parent if source != "<config>" else Path.cwd()
     cfg.secret_patterns = [str((base / v).resolve()) for v in extra]
     if cfg.secret_patterns:
-        from forensics.report.redact import use_extra_files
+        from forensics.redact import use_extra_files
 
         use_extra_files(cfg.secret_patterns)
     for key in ("select", "ignore"):

@@ -83,4 +83,5 @@ def to_incident(spec: RuleSpec, session: Session, finding: Finding) -> Incident:
         fingerprint=Incident.make_fingerprint(
             spec.code, session.id, finding.anchor,
             record_digest(turns[finding.turn - 1]) if 0 < finding.turn <= len(turns) else ""),
+        facts=list(finding.facts),
     )

@@ -373,7 +373,7 @@ def table_rows(ev: Evaluation) -> list[list[str]]:
 
 
 def render_text(ev: Evaluation, *, redact: bool = True) -> str:
-    from forensics.report.redact import redact as hide
+    from forensics.redact import redact as hide
     from forensics.timeline import shorten
 
     clean = hide if redact else (lambda s: s)
@@ -414,7 +414,7 @@ def render_markdown_table(ev: Evaluation) -> str:
 def render_json(ev: Evaluation, *, redact: bool = True) -> str:
     doc = ev.as_dict()
     if redact:
-        from forensics.report.redact import redact as hide
+        from forensics.redact import redact as hide
 
         for key, fields in (("misses", ("note",)), ("false_alarms", ("message", "trap"))):
             for item in doc[key]:
@@ -433,7 +433,7 @@ def label_document(session_path: Path, results, *, relative_to: Path,
     (keep it, set its confidence) or move to ``traps`` (it is not an incident)."""
     import os
 
-    from forensics.report.redact import redact as hide
+    from forensics.redact import redact as hide
 
     clean = hide if redact else (lambda s: s)
     fmt = results[0].session.format if results else None

@@ -15,6 +15,34 @@ from pydantic import BaseModel, ConfigDict, Field
 Severity = Literal["high", "medium", "low"]
 SEVERITY_ORDER: dict[str, int] = {"high": 0, "medium": 1, "low": 2}
 
+EvidenceKind = Literal[
+    "launch",  # a process the assistant started (command, port)
+    "kill",  # a command or harness call aimed at stopping one
+    "check",  # a health check, log read or process listing, and what it answered
+    "port",  # the port two launches compete for, and how it is known
+    "result",  # what a tool call's own result showed (exit, conflict, crash, ready line)
+    "failure",  # a failed tool call: how it failed, in its own words
+    "claim",  # the assistant's words claiming something
+    "message",  # the user's words
+]
+
+
+class Evidence(BaseModel):
+    """One piece of typed evidence: what it is, where it is, and the words that proved it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: EvidenceKind
+    role: str
+    """What it is to this finding: ``earlier launch``, ``relaunch``, ``kill that missed``,
+    ``health check that answered``, ``user said it was up``…"""
+    turn: int
+    anchor: str
+    quote: str = ""
+    """The words that proved it, from the transcript (shortened), or empty."""
+    command: str | None = None
+    port: int | None = None
+
 
 class Finding(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -28,6 +56,8 @@ class Finding(BaseModel):
     """One sentence in this session's own terms: the command, the port, the quoted words."""
     evidence: list[int] = Field(default_factory=list)
     """Ordinals of the other turns the finding relies on, in order."""
+    facts: list[Evidence] = Field(default_factory=list)
+    """The typed evidence, in transcript order; reports render it instead of re-detecting."""
 
 
 class Incident(BaseModel):
@@ -50,6 +80,8 @@ class Incident(BaseModel):
     evidence_turns: list[int]
     message: str
     fingerprint: str
+    facts: list[Evidence] = Field(default_factory=list)
+    """The finding's typed evidence."""
 
     @staticmethod
     def make_fingerprint(code: str, session_id: str, anchor: str, content: str) -> str:

@@ -193,7 +193,7 @@ IDENTITY_COLUMNS = frozenset({"origin", "session_id", "parent_id", "fingerprint"
 def redact_row(row: dict[str, Any]) -> dict[str, Any]:
     """Every text cell of a row that may quote a transcript (message, title, project, model,
     issues…) through the redaction helper, in place; returns the row."""
-    from forensics.report.redact import redact
+    from forensics.redact import redact
 
     for key, value in row.items():
         if key in IDENTITY_COLUMNS:
@@ -276,7 +276,7 @@ def session_row(result: ScanResult, *, origin: str | None = None) -> dict[str, A
 def incident_row(incident: Incident, session: Session, *, origin: str | None = None,
                  case: str | None = None, model: str | None = None) -> dict[str, Any]:
     """One ``incidents`` row: the incident plus the session facts a triage groups by."""
-    row = incident.model_dump()
+    row = incident.model_dump(exclude={"facts"})
     row.update(
         model=model if model is not None else main_model(session),
         project=session.project_dir,

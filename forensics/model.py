@@ -41,6 +41,9 @@ EventName = Literal[
 ]
 
 
+HTML_VIEW: list[Any] = []
+"""The session HTML view a higher layer registers (``forensics.notebook.session_html``)."""
+
 NO_CONTENT = "(no content)"
 """Claude Code's placeholder for a message with nothing in it; never visible text."""
 
@@ -224,10 +227,13 @@ class Session(BaseModel):
         return None
 
     def _repr_html_(self) -> str:
-        """A compact table in Jupyter (``forensics.notebook.session_html``)."""
-        from forensics.notebook import session_html
+        """A compact table in Jupyter: the view ``forensics.notebook`` registers (the model
+        sits below the notebook layer and does not import it)."""
+        if HTML_VIEW:
+            return HTML_VIEW[0](self)
+        from html import escape
 
-        return session_html(self)
+        return f"<pre>{escape(repr(self)[:2000])}</pre>"
 
     def counts(self) -> dict[str, int]:
         """Per-kind counts, plus tool calls and failed tool results."""

@@ -12,6 +12,8 @@ Everything reads the same inputs as ``forensics batch`` (files, folders, ``.zip`
 
 from __future__ import annotations
 
+import forensics.model as _model
+
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -363,3 +365,6 @@ def report_html(report: ScanReport) -> str:
     more = len(incidents) - len(shown)
     tail = f"<p>… {more} more (<code>.incidents</code>)</p>" if more > 0 else ""
     return f"<div>{_STYLE}{summary}{rules if per_rule else ''}{listed if shown else ''}{tail}</div>"
+
+
+_model.HTML_VIEW[:] = [session_html]  # Session._repr_html_ shows this view

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from forensics.analysis.text import shorten  # noqa: F401  (re-exported for callers of timeline)
 from forensics.model import AssistantTurn, EventTurn, ToolResultTurn, Turn, UserTurn
 
 
@@ -16,17 +17,6 @@ def utc_text(t: float | None, fmt: str = "%Y-%m-%d %H:%M UTC") -> str:
         return datetime.fromtimestamp(t, timezone.utc).strftime(fmt)
     except (OverflowError, OSError, ValueError):
         return ""
-
-
-def shorten(text: str | None, width: int = 100) -> str:
-    """``text`` on one line, cut to ``width`` with an ellipsis. Looks only at the head, so a
-    pasted megabyte costs no more than a short message."""
-    text = text or ""
-    head = text[: width * 4 + 64]
-    flat = " ".join(head.split())
-    if len(flat) <= width and len(head) == len(text):
-        return flat
-    return flat[: width - 1].rstrip() + "…"
 
 
 def summarize(turn: Turn, width: int = 100) -> str:

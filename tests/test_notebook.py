@@ -57,6 +57,7 @@ import polars as pl  # noqa: E402
 from conftest import FIXTURES  # noqa: E402
 
 import forensics  # noqa: E402
+import forensics.notebook  # noqa: E402,F401  (registers the Session HTML view)
 from forensics.frame import INCIDENT_COLUMNS, SESSION_COLUMNS, TURN_COLUMNS, schema  # noqa: E402
 from forensics.model import AssistantTurn, Session, UserTurn  # noqa: E402
 

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from forensics.cli import app
 from forensics.errors import ConfigError
-from forensics.report.redact import load_patterns, redact, secret_kinds
+from forensics.redact import load_patterns, redact, secret_kinds
 
-redact_module = importlib.import_module("forensics.report.redact")  # not report.redact()
+redact_module = importlib.import_module("forensics.redact")  # not report.redact()
 
 
 @pytest.mark.parametrize("text,kind,secret", [

@@ -21,12 +21,8 @@ from forensics import report
 from forensics.cli import app
 from forensics.engine import ScanResult, scan_session
 from forensics.model import AssistantTurn, ToolCall, ToolResultTurn, UserTurn, Session
-from forensics.report.redact import redact, secret_kinds
+from forensics.redact import redact, secret_kinds
 from forensics.report._shell import (
-    checks,
-    kills,
-    ports_in,
-    ports_named,
     program,
     strip_env,
     telling_lines,
@@ -213,17 +209,10 @@ def test_shell_knowledge() -> None:
     assert program("export CUDA_HOME=/usr/local/cuda && nohup /root/env/bin/python3 -m "
                    "sglang.launch_server --tp 8 &") == "sglang.launch_server"
     assert program("cd web && npm run dev") == "npm run dev"
-    assert ports_in("uvicorn app:app --port 9000") == [("9000", "explicit")]
-    assert ports_in("python -m sglang.launch_server --tp 8") == [("30000", "default of sglang")]
     assert telling_lines("ok\nstarting\n/bin/bash: line 15: 54525 Killed  nohup x", 1) == [
         "/bin/bash: line 15: 54525 Killed nohup x"]
     assert program('$exe = "C:\\Apps\\Godot.exe"; Start-Process -FilePath $exe') == "Godot.exe"
     assert strip_env('export A=1 && cd web && npm run dev') == "npm run dev"
-    assert ports_named("Bind for 0.0.0.0:5432 failed: port is already allocated") == ["5432"]
-    assert ports_named("Port 5173 is in use, trying another one...") == ["5173"]
-    assert ports_named("all good on 8080") == []
-    assert kills("pkill -f sglang.launch_server") and kills("kill -9 4242")
-    assert not kills("kill -0 4242 && echo alive") and checks("kill -0 4242 && echo alive")
     assert telling_lines("real output\n<system-reminder>not the tool's words</system-reminder>",
                          1) == ["real output"]
 
@@ -362,8 +351,10 @@ def test_seed_000_example_tells_the_story(tmp_path: Path) -> None:
         "message 25 of the transcript",  # where
         "the assistant sent the launch of `sglang.launch_server` from **turn 36** again, unchanged",
         "It was launch number 4 of `sglang.launch_server` in the session",
-        "(killed at turn 24); **turn 28** (killed at turn 32)",  # the earlier relaunches were fine
-        "In between, the user wrote at **turn 39**: “Ready.”",
+        # the earlier launches ended before the relaunch, as the process ledger reads them
+        "(ended: its output showed it crashed); **turn 28** (ended: its output showed it crashed)",
+        "at **turn 39**, the transcript shows the first one was up (user said it was up): "
+        "“Ready.”",
         "Killed",  # the relaunch died at once
         "port `30000` (default of sglang)",
         "The message is empty: it holds no text and no tool call.",  # message 42

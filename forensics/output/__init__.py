@@ -118,6 +118,6 @@ def clean(text: str, opts: Rendering) -> str:
     """Transcript text as an output may quote it: secrets hidden unless ``--no-redact``."""
     if not opts.redact:
         return text
-    from forensics.report.redact import redact
+    from forensics.redact import redact
 
     return redact(text)

@@ -18,7 +18,7 @@ from forensics.engine import ScanResult
 from forensics.findings import SEVERITY_ORDER, Incident
 from forensics.report import story
 from forensics.report._turns import SessionMemo
-from forensics.report.redact import redact
+from forensics.redact import redact
 from forensics.report.svg import incident_id, order_svg, timeline_svg
 
 __all__ = ["render_incident", "render_session", "render_sessions", "write_reports", "case_study",

@@ -1,25 +1,21 @@
-"""What shell commands and tool outputs say: launches, kills, checks, ports, failures, figures.
+"""How to name commands and results in prose: programs, flags, set-up, outcomes, figures.
 
-Knowledge the reports need to tell a story, not to detect anything. What starts a server, what
-kills one and which port a tool binds by default come from the duplicate-launch rule's file (the
-same data a user extends), so a report never contradicts the finding it explains. Here it only
-names things: which program a command runs, which port it binds, whether a result plainly
-reports death, which lines of an output tell.
+Wording only, never detection: what was a launch, a kill or a health check, which port two
+launches compete for and what a result showed come from the finding's typed evidence
+(``Incident.facts``) and the session's analysis (``forensics.analysis``). Here they are named:
+which program a command runs, which flags it passes, how a result ended in words, which lines of
+an output tell.
 """
 
 from __future__ import annotations
 
 import re
 
-from functools import cache
-
-from forensics.model import ToolCall, ToolResultTurn
-from forensics.processes import Knowledge, port_of, server_of
+from forensics.analysis import analysis_of
+from forensics.analysis.commands import parse
+from forensics.analysis.outcome import telling_lines  # noqa: F401  (re-exported for the report)
+from forensics.model import Session, ToolResultTurn
 from forensics.report._prose import shorten
-
-
-_CHECK = re.compile(r"(^|[\s;&|(])(curl|wget|ss|lsof|netstat|ps|pgrep|nvidia-smi|kill\s+-0|"
-                    r"docker\s+ps|systemctl\s+status|tail|cat\s+\S+\.log|head)\b")
 
 
 _FLAG = re.compile(r"(?<![\w/.-])(--[A-Za-z][\w-]*)")
@@ -28,58 +24,10 @@ _FLAG = re.compile(r"(?<![\w/.-])(--[A-Za-z][\w-]*)")
 _ENV_PREFIX = re.compile(r"^(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=\S*\s*(?:&&\s*|;\s*)?")
 
 
-_DEATH = re.compile(r"\bKilled\b|Segmentation fault|core dumped|EADDRINUSE|address already in use|"
-                    r"port is already allocated|is (?:already )?in use|Traceback|Error\b|error:|"
-                    r"Exception\b|FAILED|fatal:|No such file|command not found|Permission denied")
-
-
-_TAG_ONLY = re.compile(r"^\s*</?[\w:-]+>\s*$")  # harness wrappers such as </shell_metadata>
-
-
 _FIGURE = re.compile(
     r"\d[\d,]*(?:\.\d+)?\s?(?:[KMGT]?tok/s|tokens?/s|it/s|samples?/s|req/s|[KMGTP]?FLOPS|"
     r"[KMGT]i?B/s|[KMGT]i?B\b|ms\b|µs\b|%|°C|\s?days?\b|\s?hours?\b|\s?h\b|\s?min(?:utes?)?\b|"
     r"[x×](?=\W|$)|W\b|\s?epochs?\b|\s?tests?\b|\s?passed\b|\s?failed\b)")
-
-
-@cache
-def _launch_knowledge() -> Knowledge:
-    from forensics.rules import registry
-
-    return Knowledge.build(**registry()["FX002"].params)
-
-
-def launches(command: str | None, call: ToolCall | None = None) -> bool:
-    if call is not None and call.background:
-        return True
-    if not command:
-        return False
-    k = _launch_knowledge()
-    return bool(server_of(command, k)
-                or (k.background and k.background.search(command))
-                or (k.weak and k.weak.search(command)))
-
-
-_LIVENESS = re.compile(r"\bkill\s+-0\s+\S+")  # asks whether a process lives; kills nothing
-
-
-def kills(command: str | None) -> bool:
-    k = _launch_knowledge()
-    return bool(command and k.kill_any and k.kill_any.search(_LIVENESS.sub("", command)))
-
-
-def checks(command: str | None) -> bool:
-    return bool(command and _CHECK.search(command))
-
-
-def ports_in(command: str) -> list[tuple[str, str]]:
-    """(port, how we know): the one the command names, else its tool's well-known default."""
-    k = _launch_knowledge()
-    server = server_of(command, k)
-    port, explicit = port_of(command, k, server=server)
-    if port is None:
-        return []
-    return [(str(port), "explicit" if explicit else f"default of {server}")]
 
 
 def flags_in(command: str) -> list[str]:
@@ -128,8 +76,11 @@ def program(command: str) -> str:
             if quoted:  # a quoted path with spaces: C:\Program Files\...\gh.exe
                 return re.split(r"[\\/]", quoted.group(2))[-1]
             words = part.split()
-            while words and words[0] in ("nohup", "setsid", "sudo", "exec", "time", "env", "&"):
+            while words and words[0] == "&":
                 words = words[1:]
+            parsed = parse(" ".join(words))
+            if parsed.tokens and parsed.quoted_ok:
+                words = list(parsed.tokens)
             if words and words[0].startswith("$") and words[0][1:] in variables:
                 words[0] = variables[words[0][1:]]
             if not words:
@@ -137,6 +88,8 @@ def program(command: str) -> str:
             m = re.search(r"-m\s+([\w.]+)", " ".join(words))
             if m and re.search(r"python", words[0]):
                 return m.group(1)
+            if re.search(r"python", words[0]) and len(words) > 1 and words[1].endswith(".py"):
+                return re.split(r"[\\/]", words[1])[-1]  # the script it runs: train.py
             head = re.split(r"[\\/]", words[0].strip("\"'"))[-1]
             if head in ("npm", "pnpm", "yarn", "bun", "docker", "cargo", "uv", "git") \
                     and len(words) > 1:
@@ -156,38 +109,23 @@ def strip_env(command: str) -> str:
         text = text[m.end():]
 
 
-def result_failed(result: ToolResultTurn) -> bool:
-    return bool(result.failed or re.search(r"(^|\s)Killed(\s|$)", result.output or ""))
+def result_failed(session: Session, result: ToolResultTurn) -> bool:
+    """Did the result fail (the analysis' outcome: status, signal, death in the output)."""
+    return analysis_of(session).outcome(result).failed
 
 
-def result_status(result: ToolResultTurn) -> str:
-    """How a tool result ended, in words."""
-    if result.aborted:
-        return "was aborted"
-    if result.timed_out:
-        return "timed out"
-    if result.killed or re.search(r"(^|\s)Killed(\s|$)", result.output or ""):
-        return "was killed"
-    if result.exit_code not in (None, 0):
+_STATUS_WORDS = {"aborted": "was aborted", "timed out": "timed out", "killed": "was killed",
+                 "error": "failed", "failed": "failed"}
+
+
+def result_status(session: Session, result: ToolResultTurn) -> str:
+    """How a tool result ended, in words (from the analysis' outcome)."""
+    status = analysis_of(session).outcome(result).status()
+    if status.startswith("exit "):
         return f"exited with code {result.exit_code}"
-    if result.is_error:
-        return "failed"
+    if status:
+        return _STATUS_WORDS[status]
     return "succeeded" if result.exit_code == 0 else "came back"
-
-
-_REMINDER = re.compile(r"<system-reminder>.*?(?:</system-reminder>|\Z)", re.S)
-
-
-def telling_lines(text: str, limit: int = 3, *, fallback: int | None = None) -> list[str]:
-    """The lines of an output that report the failure, or its last ``fallback`` lines (default
-    ``limit``) if none do. Harness reminders appended to outputs are not the tool's words."""
-    if "<system-reminder>" in (text or ""):
-        text = _REMINDER.sub("", text)
-    lines = [ln.rstrip() for ln in (text or "").splitlines()
-             if len(re.findall(r"\w", ln)) >= 3 and not _TAG_ONLY.match(ln)]
-    hits = [ln for ln in lines if _DEATH.search(ln)]
-    chosen = hits[-limit:] if hits else lines[-(fallback or limit):]
-    return [shorten(ln, 200) for ln in chosen]
 
 
 def figure_sentences(text: str, limit: int = 4) -> list[str]:

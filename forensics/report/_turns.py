@@ -13,11 +13,11 @@ from forensics.model import (
     UserTurn,
 )
 from forensics.report._prose import norm, shorten
+from forensics.analysis import analysis_of
+from forensics.findings import Incident
 from forensics.timeline import utc_text
 from forensics.report._shell import (
-    checks,
-    kills,
-    launches,
+    figure_sentences,
     result_failed,
     result_status,
     strip_env,
@@ -58,8 +58,41 @@ def summarize_call(call: ToolCall) -> str:
     return ", ".join(f"{k}={shorten(str(v), 60)}" for k, v in list(call.input.items())[:2])
 
 
-def label_of(session: Session, turn: Turn) -> str | None:
+_FACT_LABELS = {"launch": "launch", "kill": "kill", "check": "check"}
+
+
+def fact_labels(incident: Incident) -> dict[int, str]:
+    """Labels the finding's typed evidence gives its turns (launch, kill, check, result)."""
+    out: dict[int, str] = {}
+    for fact in incident.facts:
+        label = _FACT_LABELS.get(fact.kind)
+        if label and fact.turn not in out:
+            out[fact.turn] = label
+    return out
+
+
+def ledger_labels(session: Session) -> dict[int, str]:
+    """Launch, kill and check labels from the session's process ledger (built by the scan)."""
+    ledger = analysis_of(session).latest_ledger()
+    out: dict[int, str] = {}
+    if ledger is None:
+        return out
+    for check in ledger.checks:
+        out.setdefault(check.ordinal, "check")
+    for launch in ledger.launches:
+        out[launch.turn] = "launch"
+        if launch.result is not None:
+            out.setdefault(launch.result, "result")
+    for kill in ledger.kills:
+        out[kill.ordinal] = "kill"
+    return out
+
+
+def label_of(session: Session, turn: Turn, ledger: dict[int, str] | None = None) -> str | None:
     """Why a turn belongs in the chain of events, or None when it does not."""
+    named = (ledger or {}).get(turn.ordinal)
+    if named and not (isinstance(turn, ToolResultTurn) and result_failed(session, turn)):
+        return named
     if isinstance(turn, UserTurn):
         return "user"
     if isinstance(turn, AssistantTurn):
@@ -67,28 +100,17 @@ def label_of(session: Session, turn: Turn) -> str | None:
             return "aborted reply"
         if turn.error is not None:
             return "provider error"
-        cmds = [(c, c.command) for c in turn.tool_calls]
-        if any(kills(cmd) for _, cmd in cmds):
-            return "kill"
-        if any(launches(cmd, c) for c, cmd in cmds):
-            return "launch"
-        if any(checks(cmd) for _, cmd in cmds):
-            return "check"
         if not turn.visible:
             return "empty reply"
         if turn.tool_calls:
             results = [session.result_for(c) for c in turn.tool_calls]
-            return "call" if any(r is not None and result_failed(r) for r in results) else None
+            return "call" if any(r is not None and result_failed(session, r) for r in results) else None
         return "reply"
     if isinstance(turn, ToolResultTurn):
         if turn.aborted:
             return "aborted call"
-        if result_failed(turn):
+        if result_failed(session, turn):
             return "failed call"
-        pair = session.call_for(turn)
-        if pair and (launches(pair[1].command, pair[1]) or kills(pair[1].command)
-                     or checks(pair[1].command)):
-            return "result"
         return None
     if isinstance(turn, EventTurn):
         if turn.event in ("abort", "interrupt", "api_error", "retry", "compaction",
@@ -117,7 +139,7 @@ def step_text(session: Session, turn: Turn) -> str:
     if isinstance(turn, ToolResultTurn):
         lines = telling_lines(turn.error or turn.output, 1)
         tail = f": {lines[0]}" if lines else ""
-        return f"{turn.name or 'tool'} {result_status(turn)}{tail}"
+        return f"{turn.name or 'tool'} {result_status(session, turn)}{tail}"
     if isinstance(turn, UserTurn):
         return shorten(user_words(turn), 160) or "(empty)"
     if isinstance(turn, AssistantTurn):
@@ -161,10 +183,13 @@ class SessionMemo:
         self._labels: dict[int, str | None] = {}
         self._numbers: dict[str, int] | None = None
         self._counts: dict[str, int] | None = None
+        self._ledger: dict[int, str] | None = None
 
     def label(self, turn: Turn) -> str | None:
+        if self._ledger is None:
+            self._ledger = ledger_labels(self.session)
         if turn.ordinal not in self._labels:
-            self._labels[turn.ordinal] = label_of(self.session, turn)
+            self._labels[turn.ordinal] = label_of(self.session, turn, self._ledger)
         return self._labels[turn.ordinal]
 
     def message_number(self, turn: Turn) -> int | None:

@@ -32,12 +32,8 @@ from forensics.report._prose import (
     ref,
     shorten,
 )
+from forensics.analysis import analysis_of
 from forensics.report._shell import (
-    checks,
-    kills,
-    launches,
-    ports_in,
-    ports_named,
     program,
     result_failed,
     result_status,
@@ -84,9 +80,9 @@ def _empty_response(cs: CaseStudy, session: Session, incident: Incident) -> None
         pair = session.call_for(failed)
         cmd = pair[1].command if pair else None
         lines = telling_lines(failed.error or failed.output, 2)
-        status = result_status(failed)
+        status = result_status(session, failed)
         holder = pair[0] if pair else None
-        if cmd and holder is not None and launches(cmd, pair[1]):
+        if cmd and holder is not None and _sent_to_background(session, pair[1]):
             subject: list[Piece | str] = ["the ", code(program(cmd)), " launch at ",
                                           ref(holder)]
         elif cmd:
@@ -96,11 +92,11 @@ def _empty_response(cs: CaseStudy, session: Session, incident: Incident) -> None
         cs.mistake.append(S(
             "It came right after the result of ", *subject,
             *([" (result at ", ref(failed), ")"] if holder is not None and
-              holder.ordinal != failed.ordinal and launches(cmd, pair[1]) else
+              holder.ordinal != failed.ordinal and _sent_to_background(session, pair[1]) else
               [" at ", ref(failed)]),
             f", which {status}",
-            *([": ", *joined_quotes(lines)] if lines and result_failed(failed) else []), "."))
-        if result_failed(failed):
+            *([": ", *joined_quotes(lines)] if lines and result_failed(session, failed) else []), "."))
+        if result_failed(session, failed):
             cs.mistake.append(S("Instead of saying what failed and what it would do next, the "
                                 "assistant ended its turn without a word."))
             cs.assumptions.append(S("That the failed call at ", ref(failed), " needed no "
@@ -120,131 +116,97 @@ def _empty_response(cs: CaseStudy, session: Session, incident: Incident) -> None
                             "again: they were left with silence."))
 
 
+def _sent_to_background(session: Session, call: ToolCall) -> bool:
+    """The call started something in the background (its own ``&`` or the harness's)."""
+    return call.background or any(c.background for c in analysis_of(session).commands(call))
+
+
 def _duplicate_launch(cs: CaseStudy, session: Session, incident: Incident) -> None:
+    """The chain of launches, kills and signals the finding's typed evidence names."""
+    facts = incident.facts
+    launches_ = [f for f in facts if f.kind == "launch"]
+    relaunch = next((f for f in launches_ if f.role == "relaunch"), None)
+    earlier = [f for f in launches_ if f.role != "relaunch"]
     turn = session.turns[incident.turn - 1]
-    new_cmds = [(c, c.command) for c in calls_of(turn) if launches(c.command, c)]
-    new_call, new_cmd = new_cmds[0] if new_cmds else (None, (commands_of(turn) or [None])[0])
-    earlier = None
-    for o in incident.evidence_turns:
-        t = session.turns[o - 1]
-        if o < incident.turn and any(launches(c.command, c) for c in calls_of(t)):
-            earlier = t
-            break
-    if earlier is not None:
-        old = next((c.command for c in calls_of(earlier) if launches(c.command, c)), None)
-        same = bool(old and new_cmd and norm(old) == norm(new_cmd))
-        what = code(program(new_cmd)) if new_cmd else "a long-running process"
-        if same:
-            cs.mistake.append(S("At ", ref(turn), " the assistant sent the launch of ", what,
-                                " from ", ref(earlier), " again, unchanged."))
-        elif old and new_cmd and program(old) == program(new_cmd):
-            cs.mistake.append(S("At ", ref(turn), " the assistant started ", what, " again; "
-                                "the same kind of process had been started at ", ref(earlier),
-                                " with ", code(shorten(strip_env(old), 200)), "."))
-        else:
-            cs.mistake.append(S("At ", ref(turn), " the assistant started ", what, " while the "
-                                "process it had started at ", ref(earlier),
-                                *([" with ", code(shorten(strip_env(old), 200))] if old else []),
-                                " could still be running."))
-        between = [t for t in session.turns[earlier.ordinal: turn.ordinal - 1]]
-        kill_turns = [t for t in between if any(kills(c.command) for c in calls_of(t))]
-        if kill_turns:
-            k = kill_turns[-1]
-            cmd = next(c.command for c in calls_of(k) if kills(c.command))
-            cs.mistake.append(S("Between the two launches the assistant ran ",
-                                code(shorten(strip_env(cmd or ""), 160)), " at ", ref(k),
-                                ", but the finding treats the first process as still running "
-                                "after it: as far as the transcript shows, that kill did not "
-                                "reach it."))
-        else:
-            cs.mistake.append(S("Nothing between the two launches stopped the first one: no "
-                                "kill aimed at it and no output showing it had exited, as far "
-                                "as the transcript shows."))
-        history = _launch_history(session, program(new_cmd) if new_cmd else "", turn.ordinal)
-        if len(history) > 1:
-            cs.mistake.append(S(f"It was launch number {len(history) + 1} of ",
-                                code(program(new_cmd or "")), " in the session: ",
-                                *_history_pieces(history), "."))
-        users = [t for t in between if isinstance(t, UserTurn)]
-        said: list[Piece | str] = []
-        for u in users[-2:]:
-            said += [", and at " if said else "In between, the user wrote at ", ref(u), ": ",
-                     *gist(user_words(u), 200)]
-        if said:
-            cs.mistake.append(S(*said))
-        checked = [t for t in between if any(checks(c.command) for c in calls_of(t))]
-        port_list = ports_in(new_cmd or "")
-        if not checked:
-            where = f" on port {port_list[0][0]}" if port_list else ""
-            cs.assumptions.append(S("That the earlier process was gone and a new one could start"
-                                    f"{where}: no check of the port, the process list or a "
-                                    "health endpoint appears between the two launches."))
-        else:
-            cs.assumptions.append(S("That the earlier process was gone, although checks ran in "
-                                    "between (", ref(checked[-1]), ")."))
-        later_user = next((t for t in session.turns[turn.ordinal:]
-                           if isinstance(t, UserTurn)), None)
-        if users and later_user is not None and users[-1].ordinal in incident.evidence_turns:
-            cs.assumptions.append(S("That the user's ", quote(user_words(users[-1]), 120),
-                                    " at ", ref(users[-1]), " asked for a new launch. The "
-                                    "user's next message, at ", ref(later_user), ", reads ",
-                                    *gist(user_words(later_user), 200)))
+    if relaunch is None or not earlier:
+        cs.mistake.append(S("At ", ref(turn), " the assistant started a process while an "
+                            "equivalent one it had started was still running: ",
+                            quote(incident.message, 300)))
+        return
+    first = next((f for f in reversed(earlier) if f.role == "earlier launch"), earlier[-1])
+    first_turn = session.turns[first.turn - 1]
+    new_cmd, old_cmd = relaunch.command or "", first.command or ""
+    what = code(program(new_cmd)) if new_cmd else "a long-running process"
+    if norm(old_cmd) == norm(new_cmd):
+        cs.mistake.append(S("At ", ref(turn), " the assistant sent the launch of ", what,
+                            " from ", ref(first_turn), " again, unchanged."))
+    elif program(old_cmd) == program(new_cmd):
+        cs.mistake.append(S("At ", ref(turn), " the assistant started ", what, " again; the "
+                            "same kind of process had been started at ", ref(first_turn),
+                            " with ", code(shorten(strip_env(old_cmd), 200)), "."))
     else:
-        cs.mistake.append(S("At ", ref(turn), " the assistant started ",
-                            code(shorten(new_cmd, 200)) if new_cmd else "a process",
-                            " while an equivalent process it had started was still running, as "
-                            "far as the transcript shows."))
-    if new_call is not None:
-        result = session.result_for(new_call)
-        ports = ports_in(new_cmd or "")
-        if result is not None:
-            lines = telling_lines(result.error or result.output, 2)
-            cs.mistake.append(S("At ", ref(result), " the relaunch's result shows it ",
-                                result_status(result),
-                                *([": ", *joined_quotes(lines)] if lines else
-                                  [" with no output"]), "."))
-            if not ports:  # a conflict message names the port the command did not
-                ports = [(p, "named in the relaunch's output") for p in ports_named(
-                    result.error or result.output)][:1]
-        if ports:
-            port, how = ports[0]
-            cs.mistake.append(S("Both compete for port ", code(port),
-                                f" ({how})" if how != "explicit" else "", ": only one process "
-                                "can hold it, so the second launch can at best fail and at "
-                                "worst disturb the running one."))
-
-
-def _launch_history(session: Session, prog: str, before: int) -> list[tuple[Turn, str]]:
-    """Earlier launches of ``prog`` and what became of each, as the transcript shows it."""
-    launches_: list[Turn] = []
-    for t in session.turns[: before - 1]:
-        if any(launches(c.command, c) and c.command and program(c.command) == prog
-               for c in calls_of(t)):
-            launches_.append(t)
-    out: list[tuple[Turn, str]] = []
-    for i, t in enumerate(launches_):
-        end = launches_[i + 1].ordinal if i + 1 < len(launches_) else before
-        fate = "no kill or exit recorded before the relaunch" if i + 1 == len(launches_) else \
-            "no kill or exit recorded before the next launch"
-        for later in session.turns[t.ordinal: end - 1]:
-            if isinstance(later, ToolResultTurn) and later.anchor == t.anchor \
-                    and result_failed(later):
-                fate = f"its launch {result_status(later)}"
-                break
-            if any(kills(c.command) for c in calls_of(later)):
-                fate = f"killed at turn {later.ordinal}"
-                break
-        out.append((t, fate))
-    return out
-
-
-def _history_pieces(history: list[tuple[Turn, str]]) -> list[Piece | str]:
-    out: list[Piece | str] = []
-    for i, (t, fate) in enumerate(history):
-        if i:
-            out.append("; ")
-        out += [ref(t), f" ({fate})"]
-    return out
+        cs.mistake.append(S("At ", ref(turn), " the assistant started ", what, " while the "
+                            "process it had started at ", ref(first_turn), " with ",
+                            code(shorten(strip_env(old_cmd), 200)), " could still be running."))
+    if len(earlier) > 1:
+        pieces: list[Piece | str] = []
+        for i, f in enumerate(earlier):
+            pieces += (["; "] if i else []) + [ref(session.turns[f.turn - 1]),
+                                                f" ({f.quote or f.role})"]
+        cs.mistake.append(S(f"It was launch number {len(earlier) + 1} of ", what,
+                            " in the session: ", *pieces, "."))
+    kills_ = [f for f in facts if f.kind == "kill"]
+    if kills_:
+        k = kills_[-1]
+        cs.mistake.append(S("Between the two launches the assistant ran ",
+                            code(shorten(strip_env(k.command or ""), 160)), " at ",
+                            ref(session.turns[k.turn - 1]), f" (a {k.role}): as far as the "
+                            "transcript shows, it did not stop the first process."))
+    else:
+        cs.mistake.append(S("Nothing between the two launches stopped the first one: no kill "
+                            "aimed at it and no output showing it had exited, as far as the "
+                            "transcript shows."))
+    quoted = {f.turn for f in facts if f.kind == "message"}
+    users = [t for t in session.turns[first.turn: incident.turn - 1]
+             if isinstance(t, UserTurn) and t.ordinal not in quoted]
+    said: list[Piece | str] = []
+    for u in users[-2:]:
+        said += [", and at " if said else "In between, the user wrote at ", ref(u), ": ",
+                 *gist(user_words(u), 200)]
+    if said:
+        cs.mistake.append(S(*said))
+    for signal in (f for f in facts if f.kind in ("check", "message")
+                   or (f.kind == "result" and f.turn < relaunch.turn)):
+        cs.mistake.append(S("Before the relaunch, at ", ref(session.turns[signal.turn - 1]),
+                            ", the transcript shows the first one was up (", signal.role, "): ",
+                            quote(signal.quote, 200)))
+    answered = [f for f in facts if f.kind == "check"]
+    port = next((f for f in facts if f.kind == "port"), None)
+    if not answered:
+        where = f" on port {port.port}" if port else ""
+        cs.assumptions.append(S("That the earlier process was gone and a new one could start"
+                                f"{where}: no health check answered between the two launches."))
+    else:
+        cs.assumptions.append(S("That the earlier process was gone, although a check had "
+                                "answered in between (", ref(session.turns[answered[-1].turn - 1]),
+                                ")."))
+    shown = next((f for f in facts if f.kind == "result" and f.turn > relaunch.turn), None)
+    if shown is not None:
+        result = session.turns[shown.turn - 1]
+        lines = (telling_lines(result.error or result.output, 2)
+                 if isinstance(result, ToolResultTurn) else [])
+        how = {"port taken": "found its port taken", "killed at once": "was killed at once"}.get(
+            shown.role) or (result_status(session, result) if isinstance(result, ToolResultTurn)
+                            else "came back")
+        cs.mistake.append(S("At ", ref(result), " the relaunch's result shows it ", how,
+                            *([": ", quote(shown.quote, 200)] if shown.quote else
+                              [": ", *joined_quotes(lines)] if lines else [" with no output"]),
+                            "."))
+    if port is not None:
+        how = "" if port.quote == "named in the command" else f" ({port.quote})"
+        cs.mistake.append(S("Both compete for port ", code(str(port.port)), how, ": only one "
+                            "process can hold it, so the second launch can at best fail and at "
+                            "worst disturb the running one."))
 
 
 def _ignored_tool_error(cs: CaseStudy, session: Session, incident: Incident) -> None:
@@ -252,7 +214,7 @@ def _ignored_tool_error(cs: CaseStudy, session: Session, incident: Incident) -> 
     failed: list[tuple[ToolCall, ToolResultTurn]] = []
     for call in calls_of(turn):
         result = session.result_for(call)
-        if result is not None and result_failed(result):
+        if result is not None and result_failed(session, result):
             failed.append((call, result))
     if not failed and isinstance(turn, ToolResultTurn):
         pair = session.call_for(turn)
@@ -262,11 +224,11 @@ def _ignored_tool_error(cs: CaseStudy, session: Session, incident: Incident) -> 
         lines = telling_lines(result.error or result.output, 3)
         named: list[Piece | str] = (
             ["The ", code(program(call.command)), " launch"]
-            if call.command and launches(call.command, call) else
+            if call.command and _sent_to_background(session, call) else
             ["The call ", code(shorten(strip_env(call.command) if call.command
                                        else f"{call.name} {summarize_call(call)}", 200))])
         cs.mistake.append(S(*named,
-                            " at ", ref(turn), f" {result_status(result)}",
+                            " at ", ref(turn), f" {result_status(session, result)}",
                             *([": ", *joined_quotes(lines)] if lines else []), "."))
     later = [session.turns[o - 1] for o in incident.evidence_turns if o > incident.turn]
     for t in later[:2]:
@@ -284,7 +246,7 @@ def _ignored_tool_error(cs: CaseStudy, session: Session, incident: Incident) -> 
                                     code(cmds), ", which does not deal with the failure."))
     if failed:
         cs.assumptions.append(S("That the call at ", ref(turn), " had done its job; its result "
-                                "says it ", result_status(failed[0][1]), "."))
+                                "says it ", result_status(session, failed[0][1]), "."))
 
 
 def _user_resend(cs: CaseStudy, session: Session, incident: Incident) -> None:
@@ -316,7 +278,7 @@ def _user_resend(cs: CaseStudy, session: Session, incident: Incident) -> None:
         elif isinstance(t, EventTurn):
             cs.mistake.append(S("In between, the harness recorded ", code(t.event), " at ",
                                 ref(t), *([": ", quote(t.text, 200)] if t.text else []), "."))
-        elif isinstance(t, ToolResultTurn) and result_failed(t):
+        elif isinstance(t, ToolResultTurn) and result_failed(session, t):
             cs.mistake.append(S("In between, a tool call failed at ", ref(t), "."))
     if earlier is not None:
         likeness = _likeness(user_words(earlier), words)
@@ -360,13 +322,14 @@ def title_for(session: Session, incident: Incident, rule_title: str) -> str:
     n = incident.turn
     prev = session.turns[n - 2] if n >= 2 else None
     if incident.rule == "empty-response":
-        if isinstance(prev, ToolResultTurn) and result_failed(prev):
+        if isinstance(prev, ToolResultTurn) and result_failed(session, prev):
             pair = session.call_for(prev)
             what = program(pair[1].command) if pair and pair[1].command else prev.name or "tool"
             return f"Silence after a failed {what}: the empty reply at turn {n}"
         return f"The empty reply at turn {n}"
     if incident.rule == "duplicate-launch":
-        cmd = next((c.command for c in calls_of(turn) if c.command), None)
+        cmd = next((f.command for f in incident.facts if f.role == "relaunch"), None) or next(
+            (c.command for c in calls_of(turn) if c.command), None)
         what = program(cmd) if cmd else "process"
         return f"A second {what} launched at turn {n} while the first was still running"
     if incident.rule == "ignored-tool-error":

@@ -1,15 +1,15 @@
 """The facts of a finding that the narrative needs, each behind one small function.
 
-Today these read the finding's evidence ordinals and the turns (with ``_shell``'s launch, kill and
-check knowledge, the same the rules use). When ``Finding`` carries typed evidence (the launch, the
-kill, the port, the quoted words), each function here becomes a field lookup and nothing else in
-the narrative changes: this module is the one place that knows how a finding's evidence is
-stored.
+They read the finding's typed evidence (``Incident.facts``: the relaunch, the earlier launch,
+the port) and the session's process ledger, which the scan built: the report never decides
+again what was a launch, a kill or a check. This module is the one place that knows how a
+finding's evidence is stored.
 """
 
 from __future__ import annotations
 
-from forensics.findings import Incident
+from forensics.analysis import analysis_of
+from forensics.findings import Evidence, Incident
 from forensics.model import (
     AssistantTurn,
     EventTurn,
@@ -19,7 +19,7 @@ from forensics.model import (
     Turn,
     UserTurn,
 )
-from forensics.report._shell import checks, kills, launches, ports_in, result_failed
+from forensics.report._shell import result_failed
 from forensics.report._turns import calls_of
 
 
@@ -51,7 +51,7 @@ def failed_calls(session: Session, incident: Incident) -> list[tuple[ToolCall, T
     out: list[tuple[ToolCall, ToolResultTurn]] = []
     for call in calls_of(turn):
         result = session.result_for(call)
-        if result is not None and result_failed(result):
+        if result is not None and result_failed(session, result):
             out.append((call, result))
     if not out and isinstance(turn, ToolResultTurn):
         pair = session.call_for(turn)
@@ -60,35 +60,55 @@ def failed_calls(session: Session, incident: Incident) -> list[tuple[ToolCall, T
     return out
 
 
+def _fact(incident: Incident, role: str) -> Evidence | None:
+    return next((f for f in incident.facts if f.role == role), None)
+
+
+def _turn(session: Session, ordinal: int) -> Turn | None:
+    return session.turns[ordinal - 1] if 0 < ordinal <= len(session.turns) else None
+
+
 def relaunch(session: Session, incident: Incident) -> tuple[ToolCall, ToolResultTurn | None] | None:
-    """The launch call the duplicate-launch finding flags, and its result."""
-    for call in calls_of(flagged(session, incident)):
-        if launches(call.command, call):
-            return call, session.result_for(call)
-    return None
+    """The launch call the duplicate-launch finding flags (its ``relaunch`` fact), and its
+    result."""
+    fact = _fact(incident, "relaunch")
+    turn = _turn(session, fact.turn) if fact else flagged(session, incident)
+    calls = calls_of(turn) if turn is not None else []
+    call = next((c for c in calls if fact and fact.command and c.command == fact.command), None)
+    call = call or next((c for c in calls if c.anchor == incident.anchor), None)
+    call = call or (calls[0] if calls else None)
+    return (call, session.result_for(call)) if call is not None else None
 
 
 def earlier_launch(session: Session, incident: Incident) -> Turn | None:
-    """The earlier launch the relaunch duplicates (the first evidence turn that launches)."""
-    for turn in evidence(session, incident):
-        if turn.ordinal < incident.turn and any(launches(c.command, c) for c in calls_of(turn)):
-            return turn
-    return None
+    """The earlier launch the relaunch duplicates (its ``earlier launch`` fact)."""
+    fact = _fact(incident, "earlier launch")
+    return _turn(session, fact.turn) if fact else None
 
 
-def launch_port(command: str | None) -> str | None:
-    found = ports_in(command or "")
-    return found[0][0] if found else None
+def launch_port(session: Session, incident: Incident) -> str | None:
+    """The port both launches compete for, as the finding's facts name it."""
+    for fact in incident.facts:
+        if fact.kind == "port" and fact.port:
+            return str(fact.port)
+    fact = _fact(incident, "relaunch") or _fact(incident, "earlier launch")
+    return str(fact.port) if fact and fact.port else None
 
 
 def kills_between(session: Session, first: int, last: int) -> list[Turn]:
-    return [t for t in session.turns[first:last - 1]
-            if any(kills(c.command) for c in calls_of(t))]
+    """The turns between ``first`` and ``last`` the ledger holds a kill for."""
+    ledger = analysis_of(session).latest_ledger()
+    ordinals = sorted({k.ordinal for k in ledger.kills if first < k.ordinal < last}
+                      if ledger else ())
+    return [t for t in (_turn(session, o) for o in ordinals) if t is not None]
 
 
 def checks_between(session: Session, first: int, last: int) -> list[Turn]:
-    return [t for t in session.turns[first:last - 1]
-            if any(checks(c.command) for c in calls_of(t))]
+    """The turns between ``first`` and ``last`` the ledger holds a health or port check for."""
+    ledger = analysis_of(session).latest_ledger()
+    ordinals = sorted({c.ordinal for c in ledger.checks if first < c.ordinal < last}
+                      if ledger else ())
+    return [t for t in (_turn(session, o) for o in ordinals) if t is not None]
 
 
 def repeated_message(session: Session, incident: Incident) -> UserTurn | None:

@@ -15,13 +15,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
+from forensics.analysis import analysis_of
 from forensics.findings import Incident
-from forensics.model import AssistantTurn, EventTurn, Session, ToolResultTurn, Turn, UserTurn
+from forensics.model import (
+    AssistantTurn,
+    EventTurn,
+    Session,
+    ToolCall,
+    ToolResultTurn,
+    Turn,
+    UserTurn,
+)
 from forensics.report import evidence as ev
 from forensics.report import knowledge
 from forensics.report._prose import Piece, code, norm, opening, quote, ref, shorten
 from forensics.report._shell import (
-    launches,
     program,
     result_failed,
     result_status,
@@ -50,8 +58,8 @@ class Signal:
     turns: list[int] = field(default_factory=list)
 
 
-def _status(result: ToolResultTurn) -> list[Piece | str]:
-    return [result_status(result)]
+def _status(session: Session, result: ToolResultTurn) -> list[Piece | str]:
+    return [result_status(session, result)]
 
 
 def _line(result: ToolResultTurn) -> list[Piece | str] | None:
@@ -82,12 +90,13 @@ def _completed_line(result: ToolResultTurn) -> str | None:
     return shorten(text[start:end if end >= 0 else len(text)].strip(), 160)
 
 
-def _foreground_server(command: str | None) -> bool:
-    """A command that serves until stopped, run without sending it to the background."""
-    if not command or not launches(command):
-        return False
-    return not re.search(r"(^|[^&])&\s*($|;|\n|\))|\bnohup\b|\bsetsid\b|\s-d\b|--detach\b|"
-                         r"Start-Process|\bscreen\s+-dm|\btmux\s+new\b[^\n]*-d", command)
+def _foreground_server(session: Session, call: ToolCall) -> bool:
+    """A call the ledger holds as a server launch that was not sent to the background."""
+    ledger = analysis_of(session).latest_ledger()
+    launch = next((la for la in ledger.launches if la.call_id == call.call_id), None) \
+        if ledger else None
+    return launch is not None and launch.server is not None and not (
+        launch.background or launch.detached)
 
 
 _RUNNING = re.compile(r"\b(?:is (?:now )?(?:running|up|live|serving|started)|now running|"
@@ -100,7 +109,7 @@ def _server_killed(session: Session, turns: Sequence[Turn]) -> Signal | None:
         for call in calls_of(turn):
             result = session.result_for(call)
             if result is None or not (result.timed_out or result.killed) \
-                    or not _foreground_server(call.command):
+                    or not _foreground_server(session, call):
                 continue
             for later in session.turns[result.ordinal:result.ordinal + 8]:
                 if isinstance(later, UserTurn):
@@ -110,7 +119,7 @@ def _server_killed(session: Session, turns: Sequence[Turn]) -> Signal | None:
                                  if _RUNNING.search(s)), later.text)
                     return Signal("server_killed_with_call", {
                         "command": [code(program(call.command or ""))],
-                        "call": [ref(turn)], "result": [ref(result)], "status": _status(result),
+                        "call": [ref(turn)], "result": [ref(result)], "status": _status(session, result),
                         "claim": [ref(later)], "said": [quote(said.strip(), 160)],
                     }, [turn.ordinal, result.ordinal, later.ordinal])
     return None
@@ -124,7 +133,7 @@ def _completed(session: Session, results: Sequence[ToolResultTurn]) -> Signal | 
         pair = ev.call_of(session, result)
         if line and pair is not None:
             return Signal("completed_before_timeout", {
-                "call": [ref(pair[0])], "result": [ref(result)], "status": _status(result),
+                "call": [ref(pair[0])], "result": [ref(result)], "status": _status(session, result),
                 "command": _cmd(pair[1].command or pair[1].name), "line": [quote(line, 160)],
             }, [pair[0].ordinal, result.ordinal])
     return None
@@ -228,7 +237,7 @@ def _failure_signals(session: Session, result: ToolResultTurn | None,
     line = _line(result)
     if pair is None or line is None:
         return []
-    values = {"call": [ref(pair[0])], "result": [ref(result)], "status": _status(result),
+    values = {"call": [ref(pair[0])], "result": [ref(result)], "status": _status(session, result),
               "command": _cmd(pair[1].command or pair[1].name), "line": line}
     out = [Signal(name, values, [pair[0].ordinal, result.ordinal])]
     if result.timed_out or result.killed:
@@ -239,7 +248,7 @@ def _failure_signals(session: Session, result: ToolResultTurn | None,
 def _empty_response(session: Session, incident: Incident, scene: Scene) -> list[Signal]:
     out: list[Signal] = []
     before = ev.result_before(session, incident)
-    if before is not None and result_failed(before):
+    if before is not None and result_failed(session, before):
         out += _failure_signals(session, before, "failed_call_before")
         done = _completed(session, [before])
         if done:
@@ -259,11 +268,11 @@ def _duplicate_launch(session: Session, incident: Incident, scene: Scene) -> lis
         return out
     call, result = found
     relaunch_turn = ev.flagged(session, incident)
-    if result is not None and result_failed(result):
-        port = ev.launch_port(call.command)
+    if result is not None and result_failed(session, result):
+        port = ev.launch_port(session, incident)
         values: dict[str, list[Piece | str]] = {
             "earlier": [ref(earlier)], "relaunch": [ref(relaunch_turn)], "result": [ref(result)],
-            "status": _status(result)}
+            "status": _status(session, result)}
         line = _line(result)
         if line:
             values["line"] = line
@@ -291,7 +300,7 @@ def _duplicate_launch(session: Session, incident: Incident, scene: Scene) -> lis
     for t in scene.recovery:
         for c in calls_of(t):
             res = session.result_for(c)
-            port = ev.launch_port(call.command)
+            port = ev.launch_port(session, incident)
             if res is not None and not res.failed and port and c.command and port in c.command:
                 line = _line(res)
                 if line:

@@ -15,7 +15,7 @@ from functools import cache
 from html import escape
 from typing import Any
 
-from forensics.report.redact import redact as _redact
+from forensics.redact import redact as _redact
 from forensics.report._prose import Piece, Sentence, plain as _plain, shorten as _shorten
 from forensics.resources import templates_dir
 

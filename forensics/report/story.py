@@ -38,9 +38,9 @@ from forensics.report._prose import (
     shorten,
     shorten_block,
 )
+from forensics.analysis import analysis_of
 from forensics.report._shell import (
     flags_in,
-    ports_in,
     program,
     result_failed,
     result_status,
@@ -50,6 +50,7 @@ from forensics.report._shell import (
 from forensics.report._turns import (
     SessionMemo,
     calls_of,
+    fact_labels,
     commands_of,
     location,
     same_as_earlier,
@@ -167,7 +168,7 @@ def describe_actions(session: Session, turns: Sequence[Turn], limit: int = 3) ->
                 outcome: list[str | Piece] = []
                 if result is not None:
                     lines = telling_lines(result.error or result.output, 1)
-                    outcome = [", which ", result_status(result)]
+                    outcome = [", which ", result_status(session, result)]
                     if lines:
                         outcome += [": ", quote(lines[0], 160)]
                 who = "the assistant" if not out else "it"
@@ -249,14 +250,23 @@ def knowledge_section(cs: CaseStudy, session: Session, incident: Incident,
         for f in flags_in(cmd):
             if f not in flags:
                 flags.append(f)
-        for port, how in ports_in(cmd):
-            label = port if how == "explicit" else f"{port} ({how})"
-            if not any(x.split()[0] == port for x in ports):
+    ledger = analysis_of(session).latest_ledger()
+    for launch in ledger.launches if ledger is not None else []:
+        if (launch.turn in ordinals or launch.result in ordinals) and launch.port is not None:
+            how = ("" if launch.port_explicit or not launch.server
+                   else f" (default of {launch.server})")
+            if not any(x.split()[0] == str(launch.port) for x in ports):
+                ports.append(f"{launch.port}{how}")
+    for fact in incident.facts:  # the ports the finding names, and how it knows them
+        if fact.kind == "port" and fact.port is not None:
+            how = fact.quote
+            label = str(fact.port) if how == "named in the command" else f"{fact.port} ({how})"
+            if not any(x.split()[0] == str(fact.port) for x in ports):
                 ports.append(label)
     errors: list[str] = []
     for o in sorted(ordinals):
         turn = session.turns[o - 1]
-        if isinstance(turn, ToolResultTurn) and result_failed(turn):
+        if isinstance(turn, ToolResultTurn) and result_failed(session, turn):
             for line in telling_lines(turn.error or turn.output, 2, fallback=1):
                 if line not in errors:
                     errors.append(line)

@@ -3,8 +3,15 @@
 A rule is data for what it is (identity, prose, severity, parameters, examples) and code for how
 it detects. ``@rule("FX003")`` registers the detection function; ``registry()`` joins every TOML
 file to exactly one function and refuses any mismatch: a file without code, code without a file,
-a file name that is not ``{id}-{slug}.toml``, ``[params]`` keys that are not the function's
-keyword-only parameters, duplicate ids or slugs.
+a file name that is not ``{id}-{slug}.toml``, ``[params]`` keys that are not the rule's
+parameters, duplicate ids or slugs.
+
+A detection function takes its parameters in one of two styles:
+
+* one typed parameters object: ``def rule(session, params: Knowledge)`` where the class has
+  ``param_names`` and ``from_params(raw)`` (``forensics.analysis.params``); the object is built
+  once per parameter set, not per session;
+* keyword-only arguments named like the ``[params]`` keys: ``def rule(session, *, a, b)``.
 """
 
 from __future__ import annotations
@@ -13,11 +20,13 @@ import importlib
 import inspect
 import pkgutil
 import tomllib
+import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from forensics.analysis.params import build as build_params
 from forensics.errors import ConfigError, RuleError
 from forensics.findings import Finding
 from forensics.model import Session
@@ -63,9 +72,14 @@ class RuleSpec:
     func: RuleFunc = field(repr=False, compare=False)
     examples: tuple[Example, ...] = ()
     path: str = ""
+    params_class: type | None = field(default=None, repr=False, compare=False)
+    """The typed parameters class the function takes, or None (keyword-only style)."""
 
     def run(self, session: Session, params: dict[str, Any] | None = None) -> Iterator[Finding]:
-        return self.func(session, **(params if params is not None else self.params))
+        raw = params if params is not None else self.params
+        if self.params_class is not None:
+            return self.func(session, build_params(self.params_class, raw))
+        return self.func(session, **raw)
 
 
 def _import_rule_modules() -> None:
@@ -79,6 +93,19 @@ def _import_rule_modules() -> None:
 def _keyword_params(func: RuleFunc) -> set[str]:
     sig = inspect.signature(func)
     return {n for n, p in sig.parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+def _params_class(func: RuleFunc) -> type | None:
+    """The typed parameters class of ``func(session, params: Cls)``, if it takes one."""
+    positional = [p for p in inspect.signature(func).parameters.values()
+                  if p.kind in (inspect.Parameter.POSITIONAL_ONLY,
+                                inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    if len(positional) != 2:
+        return None
+    cls = typing.get_type_hints(func).get(positional[1].name)
+    if isinstance(cls, type) and hasattr(cls, "from_params") and hasattr(cls, "param_names"):
+        return cls
+    return None
 
 
 def _load_spec(path, func: RuleFunc | None) -> RuleSpec:
@@ -96,12 +123,18 @@ def _load_spec(path, func: RuleFunc | None) -> RuleSpec:
     if func is None:
         raise RuleError(f"{where}: no implementation registered for {code}")
     params = dict(data.get("params", {}))
-    expected = _keyword_params(func)
+    params_class = _params_class(func)
+    expected = set(params_class.param_names) if params_class else _keyword_params(func)
     if set(params) != expected:
         raise RuleError(
             f"{where}: [params] keys {sorted(params)} differ from {func.__name__}'s "
-            f"keyword-only parameters {sorted(expected)}"
+            f"parameters {sorted(expected)}"
         )
+    if params_class is not None:
+        try:
+            build_params(params_class, params)  # built once per process, checked at load
+        except RuleError as exc:
+            raise RuleError(f"{where}: {exc}") from None
     examples = tuple(
         Example(kind=e.get("kind", "positive"), text=e.get("text", ""))
         for e in data.get("examples", [])
@@ -120,6 +153,7 @@ def _load_spec(path, func: RuleFunc | None) -> RuleSpec:
         func=func,
         examples=examples,
         path=where,
+        params_class=params_class,
     )
 
 

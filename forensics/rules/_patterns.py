@@ -1,18 +1,10 @@
-"""Knowledge lists from rule files turned into regular expressions, one way for every rule."""
+"""Word lists from rule files turned into regular expressions, one way for every rule (pattern
+lists: ``forensics.analysis.outcome.any_of``)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-
-
-def any_of(patterns: Sequence[str]) -> re.Pattern[str]:
-    """One multiline regex from many; a leading ``(?i)`` stays local to its pattern."""
-    alts = []
-    for p in patterns:
-        p = p.removeprefix("(?m)")
-        alts.append(f"(?i:{p[4:]})" if p.startswith("(?i)") else f"(?:{p})")
-    return re.compile("|".join(alts), re.MULTILINE)
 
 
 def phrases(words: Sequence[str], *, prefix: bool = False) -> re.Pattern[str]:

@@ -2,19 +2,33 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from forensics.findings import Finding
+from forensics.analysis import STOP_EVENTS, analysis_of
+from forensics.analysis.text import shorten
+from forensics.findings import Evidence, Finding
 from forensics.model import AssistantTurn, EventTurn, Session, ToolResultTurn, UserTurn
 from forensics.rules import rule
-from forensics.rules._walk import STOP_EVENTS
-from forensics.timeline import shorten
+
+
+@dataclass(frozen=True)
+class EmptyResponseParams:
+    """FX001's ``[params]``."""
+
+    param_names: ClassVar[frozenset[str]] = frozenset({"placeholder_texts"})
+    placeholders: frozenset[str]
+    """Texts that stand for nothing (Claude Code's ``(no content)``)."""
+
+    @classmethod
+    def from_params(cls, raw: Mapping[str, Any]) -> "EmptyResponseParams":
+        return cls(frozenset(p.strip() for p in raw["placeholder_texts"]))
 
 
 @rule("FX001")
-def empty_response(session: Session, *, placeholder_texts: Sequence[str]) -> Iterator[Finding]:
-    placeholders = {p.strip() for p in placeholder_texts}
+def empty_response(session: Session, params: EmptyResponseParams) -> Iterator[Finding]:
+    placeholders = params.placeholders
     for turn in session.turns:
         if isinstance(turn, AssistantTurn):
             if _is_empty(turn, placeholders) and not _dealt_elsewhere(session, turn):
@@ -25,7 +39,7 @@ def empty_response(session: Session, *, placeholder_texts: Sequence[str]) -> Ite
                 yield _finding(session, turn, no_message=True)
 
 
-def _is_empty(turn: AssistantTurn, placeholders: set[str]) -> bool:
+def _is_empty(turn: AssistantTurn, placeholders: frozenset[str]) -> bool:
     if turn.tool_calls or turn.aborted or turn.error is not None:
         return False
     text = turn.text.strip()
@@ -64,6 +78,7 @@ def _finding(session: Session, turn, *, no_message: bool = False) -> Finding:
     after_result = _previous_result(session, turn.ordinal)
     user_next = _user_wrote_next(session, turn.ordinal)
     evidence = []
+    facts: list[Evidence] = []
     what = "an empty reply"
     if isinstance(turn, AssistantTurn) and turn.reasoning.strip():
         what = "a reply with reasoning only (nothing visible)"
@@ -72,10 +87,15 @@ def _finding(session: Session, turn, *, no_message: bool = False) -> Finding:
     context = ""
     if after_result is not None:
         evidence.append(after_result.ordinal)
-        status = _result_status(after_result)
+        status = _result_status(session, after_result)
         context = f" after the {after_result.name or 'tool'} result ({status})"
+        facts.append(Evidence(kind="result", role="result before the silence",
+                              turn=after_result.ordinal, anchor=after_result.anchor,
+                              quote=status))
     if user_next is not None:
         evidence.append(user_next.ordinal)
+        facts.append(Evidence(kind="message", role="user wrote next", turn=user_next.ordinal,
+                              anchor=user_next.anchor, quote=shorten(user_next.text, 80)))
         severity, reason = "high", (
             "the empty reply was the last thing the user saw before they wrote again "
             f"(turn {user_next.ordinal}: \"{shorten(user_next.text, 60)}\")")
@@ -85,7 +105,7 @@ def _finding(session: Session, turn, *, no_message: bool = False) -> Finding:
     if user_next is not None:
         message += f" The user then wrote: \"{shorten(user_next.text, 80)}\""
     return Finding(turn=turn.ordinal, anchor=turn.anchor, severity=severity,
-                   severity_reason=reason, message=message, evidence=evidence)
+                   severity_reason=reason, message=message, evidence=evidence, facts=facts)
 
 
 def _previous_result(session: Session, ordinal: int) -> ToolResultTurn | None:
@@ -104,17 +124,9 @@ def _user_wrote_next(session: Session, ordinal: int) -> UserTurn | None:
     return None
 
 
-_DEATH = re.compile(r"\bKilled\b|Segmentation fault|core dumped|OOMKilled")
-
-
-def _result_status(result: ToolResultTurn) -> str:
-    if result.killed or _DEATH.search(result.output):
-        return "killed"
-    if result.timed_out:
-        return "timed out"
-    if result.exit_code not in (None, 0):
-        return f"exit {result.exit_code}"
-    if result.is_error:
-        return "error"
+def _result_status(session: Session, result: ToolResultTurn) -> str:
+    status = analysis_of(session).outcome(result).status()
+    if status and status != "aborted":
+        return status
     tail = result.output.strip().splitlines()[-1:] or [""]
     return f"\"{shorten(tail[0], 50)}\"" if tail[0] else "no output"

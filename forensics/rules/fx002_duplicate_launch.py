@@ -1,6 +1,6 @@
 """FX002 duplicate-launch: the assistant started again what was already running.
 
-The process-state model lives in ``forensics.processes``; this module only asks it, for every
+The process ledger lives in ``forensics.analysis.ledger``; this module only asks it, for every
 launch, whether an equivalent earlier launch (same normalised command, or same port) was still
 alive when it came, and says how sure the transcript makes that:
 
@@ -17,70 +17,24 @@ its output shows a conflict.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
-from forensics.findings import Finding
+from forensics.analysis import Knowledge, analysis_of
+from forensics.analysis.ledger import Launch, Ledger, Signal, State
+from forensics.analysis.text import code_span as _code
+from forensics.findings import Evidence, Finding
 from forensics.model import Session
-from forensics.processes import Knowledge, Launch, State, track
 from forensics.rules import rule
 
 
 @rule("FX002")
-def duplicate_launch(
-    session: Session,
-    *,
-    server_commands: dict[str, str],
-    default_ports: dict[str, int],
-    background_markers: list[str],
-    short_commands: list[str],
-    weak_launchers: list[str],
-    reconciling_commands: list[str],
-    port_patterns: list[str],
-    bound_port_patterns: list[str],
-    kill_commands: dict[str, Any],
-    harness_kill_tools: dict[str, str],
-    harness_poll_tools: dict[str, str],
-    background_id_patterns: list[str],
-    output_file_patterns: list[str],
-    job_end_notifications: list[str],
-    pid_patterns: list[str],
-    port_conflict_patterns: list[str],
-    conflict_port_patterns: list[str],
-    crash_patterns: list[str],
-    killed_patterns: list[str],
-    up_patterns: list[str],
-    health_ok_patterns: list[str],
-    health_check_commands: str,
-    down_patterns: list[str],
-    user_up_words: list[str],
-    relaunch_request_words: list[str],
-    failure_words: list[str],
-    script_child_names: list[str],
-    resume_gap_minutes: float,
-) -> Iterator[Finding]:
-    know = Knowledge.build(
-        server_commands=server_commands, default_ports=default_ports,
-        background_markers=background_markers, short_commands=short_commands,
-        weak_launchers=weak_launchers, reconciling_commands=reconciling_commands,
-        port_patterns=port_patterns, bound_port_patterns=bound_port_patterns,
-        kill_commands=kill_commands, harness_kill_tools=harness_kill_tools,
-        harness_poll_tools=harness_poll_tools, background_id_patterns=background_id_patterns,
-        output_file_patterns=output_file_patterns, job_end_notifications=job_end_notifications,
-        pid_patterns=pid_patterns, port_conflict_patterns=port_conflict_patterns,
-        conflict_port_patterns=conflict_port_patterns,
-        crash_patterns=crash_patterns, killed_patterns=killed_patterns, up_patterns=up_patterns,
-        health_ok_patterns=health_ok_patterns,
-        health_check_commands=health_check_commands, down_patterns=down_patterns,
-        user_up_words=user_up_words, relaunch_request_words=relaunch_request_words,
-        failure_words=failure_words, script_child_names=script_child_names,
-        resume_gap_minutes=resume_gap_minutes,
-    )
-    launches = track(session, know)
+def duplicate_launch(session: Session, params: Knowledge) -> Iterator[Finding]:
+    ledger = analysis_of(session).ledger(params)
+    launches = ledger.launches
     if len(launches) < 2:
         return
     best: dict[int, Finding] = {}
     for i, later in enumerate(launches):
-        finding = _judge(later, launches[:i])
+        finding = _judge(later, launches[:i], ledger)
         if finding is None:
             continue
         kept = best.get(finding.turn)
@@ -96,7 +50,7 @@ def _rank(f: Finding) -> int:
     return _RANK[f.severity]
 
 
-def _judge(later: Launch, earlier: list[Launch]) -> Finding | None:
+def _judge(later: Launch, earlier: list[Launch], ledger: Ledger) -> Finding | None:
     """A finding when an equivalent earlier launch was alive (or unknown, with a conflict)."""
     alive: list[Launch] = []
     unknown: list[Launch] = []
@@ -116,7 +70,7 @@ def _judge(later: Launch, earlier: list[Launch]) -> Finding | None:
         first = alive[-1]
         if first.reconciling and not later.conflict:
             return None
-        return _finding(later, first, resumed=False)
+        return _finding(later, first, ledger, resumed=False)
     if unknown and later.conflict:
         first = unknown[-1]
         # a more recent equivalent launch that was ended explains the taken port (dying process)
@@ -125,11 +79,11 @@ def _judge(later: Launch, earlier: list[Launch]) -> Finding | None:
                 state, change = e.state_before(later.clock)
                 if state is State.ENDED and change is not None and change.kind.startswith("kill"):
                     return None
-        return _finding(later, first, resumed=True)
+        return _finding(later, first, ledger, resumed=True)
     return None
 
 
-def _finding(later: Launch, first: Launch, *, resumed: bool) -> Finding:
+def _finding(later: Launch, first: Launch, ledger: Ledger, *, resumed: bool) -> Finding:
     """The finding on ``later``'s turn: message, severity and why, evidence ordinals."""
     signals = [s for s in first.signals if first.clock < s.clock < later.clock]
     evidence = {first.turn}
@@ -155,26 +109,31 @@ def _finding(later: Launch, first: Launch, *, resumed: bool) -> Finding:
     health = next((s for s in reversed(signals) if s.kind == "health"), None)
     ready = next((s for s in reversed(signals) if s.kind == "output"), None)
 
+    facts = _facts(later, first, ledger, signals)
     if resumed:
         severity = "medium"
         reason = ("the session had resumed, so the earlier launch's state was unknown, but the "
                   "relaunch found its port taken")
+        if later.result_words:
+            reason += f" (\"{later.result_words}\")"
         tail = "after the session resumed; the relaunch found the port still taken"
         return Finding(turn=later.turn, anchor=later.anchor, severity=severity,
                        severity_reason=reason,
                        message=f"Relaunched {command}{port} while {where} may still have been "
                                f"up: {tail}.",
-                       evidence=sorted(evidence))
+                       evidence=sorted(evidence), facts=facts)
     clauses: list[str] = []  # what the message adds after "was still up"
     reasons: list[str] = []  # why the severity is high
     if later.conflict:
-        reasons.append("the relaunch's output shows the port was already taken")
+        reasons.append("the relaunch's output shows the port was already taken"
+                       + (f" (\"{later.result_words}\")" if later.result_words else ""))
         if later.moved and later.port and later.port != first.port:
             clauses.append(f"its port was taken, so it came up on {later.port}: two copies now run")
         else:
             clauses.append("the relaunch reported its port already in use")
     if later.killed_at_once:
-        reasons.append("the relaunch was killed at once")
+        reasons.append("the relaunch was killed at once"
+                       + (f" (\"{later.result_words}\")" if later.result_words else ""))
         clauses.append("the relaunch was killed at once")
     if user:
         reasons.append(f"the user had said it was up (\"{user.text}\")")
@@ -194,7 +153,9 @@ def _finding(later: Launch, first: Launch, *, resumed: bool) -> Finding:
     elif reasons:
         severity, reason = "high", "; ".join(reasons)
     else:
-        severity, reason = "medium", "nothing in the transcript ended the earlier launch"
+        severity, reason = "medium", (
+            "nothing in the transcript ended the earlier launch "
+            f"({_code(first.normalized or first.command, 60)} at {first.anchor})")
     revived = next((c for c in first.changes if c.kind == "revived" and c.clock < later.clock),
                    None)
     if revived:
@@ -203,19 +164,66 @@ def _finding(later: Launch, first: Launch, *, resumed: bool) -> Finding:
     if clauses:
         message += "; " + "; ".join(clauses)
     return Finding(turn=later.turn, anchor=later.anchor, severity=severity,
-                   severity_reason=reason, message=_sentence(message), evidence=sorted(evidence))
+                   severity_reason=reason, message=_sentence(message), evidence=sorted(evidence),
+                   facts=facts)
+
+
+_SIGNAL_ROLES = {"health": "health check that answered", "output": "its output said it was up",
+                 "user": "user said it was up", "running": "harness said it was running"}
+
+
+def _facts(later: Launch, first: Launch, ledger: Ledger, signals: list[Signal]) -> list[Evidence]:
+    """The typed evidence: every equivalent earlier launch, what happened between, the relaunch."""
+    facts: list[Evidence] = []
+    for e in ledger.launches:
+        if e.seq < later.seq and (e is first or e.equivalent(later)):
+            state, change = e.state_before(later.clock)
+            fate = ("no kill or exit recorded before the relaunch" if state is State.ALIVE else
+                    f"state unknown ({change.reason})" if state is State.UNKNOWN and change else
+                    f"killed at turn {change.ordinal}" if change and change.kind.startswith(
+                        "kill") else f"ended: {change.reason}" if change else "")
+            facts.append(Evidence(kind="launch", role="earlier launch" if e is first
+                                  else "earlier launch (ended)" if state is State.ENDED
+                                  else "earlier launch", turn=e.turn, anchor=e.anchor,
+                                  command=e.command, port=e.port, quote=fate))
+    for kill in ledger.kills_between(first.clock, later.clock):
+        if first.seq in kill.ended:
+            missed = any(c.kind == "revived" and kill.clock < c.clock < later.clock
+                         for c in first.changes)
+            if not missed:
+                continue
+            role = "kill that missed"
+        elif kill.ended:
+            continue  # it stopped another process
+        else:
+            role = "kill that reached no launch it names"
+        facts.append(Evidence(kind="kill", role=role, turn=kill.ordinal, anchor=kill.anchor,
+                              command=kill.command))
+    for signal in signals:
+        facts.append(Evidence(kind="message" if signal.kind == "user" else "check"
+                              if signal.kind == "health" else "result",
+                              role=_SIGNAL_ROLES.get(signal.kind, signal.kind),
+                              turn=signal.ordinal, anchor=signal.anchor, quote=signal.text))
+    facts.append(Evidence(kind="launch", role="relaunch", turn=later.turn, anchor=later.anchor,
+                          command=later.command, port=later.port))
+    if later.result is not None:
+        role = ("port taken" if later.conflict and not later.killed_at_once else
+                "killed at once" if later.killed_at_once else "relaunch result")
+        facts.append(Evidence(kind="result", role=role, turn=later.result,
+                              anchor=later.result_anchor, quote=later.result_words,
+                              port=later.conflict_port))
+    port = later.requested_port or (first.port if later.moved else later.port) or first.port
+    if port:
+        known = ("named in the command" if later.port_explicit or first.port_explicit else
+                 "named in the relaunch's output" if port == later.conflict_port else
+                 f"default of {later.server or first.server}" if (later.server or first.server)
+                 else "named in the relaunch's output")
+        facts.append(Evidence(kind="port", role="port both compete for", turn=later.turn,
+                              anchor=later.anchor, port=port, quote=known))
+    facts.sort(key=lambda f: f.turn)
+    return facts
 
 
 def _sentence(text: str) -> str:
     """End with one full stop, also after a quoted ``"Ready."``."""
     return text if text.endswith((".", '."', '!"', '?"', "。\"", "。")) else text + "."
-
-
-def _code(command: str, width: int = 100) -> str:
-    """The command in backticks; a long one keeps its head and its tail (where flags differ)."""
-    text = " ".join(command.split())
-    if len(text) > width:
-        head = text[: width // 2].rsplit(" ", 1)[0]
-        tail = text[-(width // 2):].split(" ", 1)[-1]
-        text = f"{head} … {tail}"
-    return f"`{text}`"

@@ -25,16 +25,18 @@ from functools import lru_cache
 
 import orjson
 
-from forensics.findings import Finding
+from forensics.analysis import OutcomeRules, analysis_of, user_stopped
+from forensics.analysis.commands import program
+from forensics.analysis.outcome import any_of as _any_of
+from forensics.analysis.shell import command_of as _script_of
+from forensics.analysis.shell import split_commands
+from forensics.analysis.text import edges as _edges
+from forensics.analysis.text import shorten
+from forensics.findings import Evidence, Finding
 from forensics.model import (AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn,
                              UserTurn)
 from forensics.rules import rule
-from forensics.rules._patterns import any_of as _any_of
 from forensics.rules._patterns import phrases as _phrases
-from forensics.rules._walk import rest_of_exchange, user_stopped
-from forensics.shell import command_of as _script_of
-from forensics.shell import program, split_commands
-from forensics.timeline import shorten
 
 _PATH = re.compile(r"(?:[A-Za-z]:)?[\w.~-]*[/\\][\w./\\@+-]+")
 _QUOTED = re.compile(r"[`'\"“‘]([^`'\"”’\n]{3,80})[`'\"”’]")
@@ -42,16 +44,6 @@ _NAMES = re.compile(r"\b[A-Z][A-Za-z]*(?:Error|Exception|Exit|Fault)\b|\bE[A-Z][
                     r"|\b[A-Z]{1,4}\d{3,5}\b")
 _MODULE = re.compile(r"No module named ['\"]?([\w.]+)|Cannot find module ['\"]([^'\"]+)"
                      r"|command not found: (\S+)|(\S+): command not found")
-_PLAIN_PROGRAMS = frozenset({"cd", "echo", "printf", "ls", "cat", "head", "tail", "grep", "sed",
-                             "awk", "sort", "wc", "true", "test", "sleep", "export", "source",
-                             "git", "npm", "pnpm", "yarn", "python", "python3", "node", "bash",
-                             "sh", "sudo", "find", "xargs", "tee", "mkdir", "rm", "cp", "mv"})
-_COMMON = frozenset({"error", "errors", "exception", "warning", "warn", "fatal", "failed",
-                     "failure", "the", "and", "this", "that", "true", "false", "none", "null",
-                     "string", "number", "object", "undefined", "boolean", "function",
-                     "/dev/null", "/tmp", "/usr/bin/env"})
-
-
 @rule("FX003")
 def ignored_tool_error(
     session: Session,
@@ -71,25 +63,28 @@ def ignored_tool_error(
     success_claims: Sequence[str],
     step_commands: dict[str, list[str]],
     step_claims: dict[str, list[str]],
+    plain_programs: Sequence[str],
+    common_words: Sequence[str],
 ) -> Iterator[Finding]:
     k = _knowledge(tuple(probe_commands), tuple(probe_patterns), tuple(benign_commands),
                    tuple(death_words), tuple(death_patterns), tuple(exit_text_patterns),
                    tuple(failure_text_patterns), tuple(error_line_patterns),
                    tuple(subcommand_words), tuple(missing_dependency_patterns),
                    tuple(acknowledgements), tuple(handoffs),
-                   tuple(success_claims), _frozen(step_commands), _frozen(step_claims))
-    status_in_text_only = session.agent == "codex"
+                   tuple(success_claims), _frozen(step_commands), _frozen(step_claims),
+                   tuple(plain_programs), tuple(common_words))
+    analysis = analysis_of(session)
     for result in session.turns:
         if not isinstance(result, ToolResultTurn) or result.aborted:
             continue
         owner = session.call_for(result)
         call = owner[1] if owner else None
-        failure = _failure(result, call, k, status_in_text_only)
+        failure = _failure(analysis.outcome(result, k.outcome_rules))
         if failure is None:
             continue
         if owner and _user_wrote_between(session, owner[0].ordinal, result.ordinal):
             continue  # the user spoke before the result came back: the next step answers them
-        later = rest_of_exchange(session, result.ordinal)
+        later = analysis.rest_of_exchange(result.ordinal)
         if user_stopped(later):
             continue
         replies = [t for t in later if isinstance(t, AssistantTurn)]
@@ -127,7 +122,7 @@ def _frozen(table: dict[str, list[str]]) -> tuple[tuple[str, tuple[str, ...]], .
 class _Knowledge:
     def __init__(self, probes, probe_patterns, benign, death_words, death, exit_text,
                  failure_text, error_line, subcommands, missing_dependency_patterns, acks,
-                 handoffs, claims, step_commands, step_claims):
+                 handoffs, claims, step_commands, step_claims, plain, common):
         self.death_words = tuple(death_words)
         self.probes = frozenset(probes)
         self.probe_patterns = [re.compile(p) for p in probe_patterns]
@@ -143,6 +138,11 @@ class _Knowledge:
         self.claims = _phrases(claims)
         self.step_commands = {kind: _any_of(patterns) for kind, patterns in step_commands}
         self.step_claims = {kind: _phrases(words) for kind, words in step_claims}
+        self.plain = frozenset(plain)
+        self.common = frozenset(w.lower() for w in common)
+        self.outcome_rules = OutcomeRules(
+            death=self.death, death_words=self.death_words, exit_text=self.exit_text,
+            failure_text=self.failure_text, is_probe=lambda command: _is_probe(command, self))
 
 
 @lru_cache(maxsize=8)
@@ -157,33 +157,9 @@ def command_of(call: ToolCall | None) -> str | None:
     return _script_of(call) if call is not None else None
 
 
-def _failure(result: ToolResultTurn, call: ToolCall | None, k: _Knowledge,
-             status_in_text_only: bool) -> str | None:
+def _failure(outcome) -> str | None:
     """How the call failed, in words, or None when it did not (or only probed)."""
-    text = result.error or result.output
-    output = result.output
-    died = (k.death.search(output)
-            if output and any(w in output for w in k.death_words) else None)
-    if died:
-        return f"output reports `{died.group(0).strip()}`"
-    command = command_of(call)
-    if command and _is_probe(command, k):
-        return None
-    if result.timed_out:
-        return "was killed at the harness timeout"
-    if result.killed:
-        return "was killed by a signal"
-    if result.exit_code not in (None, 0):
-        return f"exited with status {result.exit_code}"
-    if result.is_error:
-        return f"failed: {shorten(text, 80)}" if text.strip() else "failed"
-    if result.exit_code is None and text:
-        # a harness's status line sits at the start or the end of the output
-        ends = text if len(text) <= 1200 else f"{text[:600]}\n{text[-600:]}"
-        m = k.exit_text.search(ends) or (status_in_text_only and k.failure_text.search(text))
-        if m:
-            return f"reported `{shorten(m.group(0).strip(), 60)}`"
-    return None
+    return outcome.describe() if outcome.failed else None
 
 
 def _is_probe(command: str, k: _Knowledge) -> bool:
@@ -231,7 +207,7 @@ class _Facts:
         self.quoted: set[str] = set()
         for m in _QUOTED.finditer(bare):
             quoted = m.group(1).strip()
-            if len(quoted) > 3 and quoted.lower() not in _COMMON:
+            if len(quoted) > 3 and quoted.lower() not in k.common:
                 self.quoted.add(quoted)
                 if _NAME_LIKE.search(quoted):
                     self.terms.add(quoted)
@@ -246,7 +222,7 @@ class _Facts:
         self.subjects: set[str] = set()
         for m in _PATH.finditer(bare):
             path = m.group(0).strip(".,:;()[]'\"")
-            if len(path) > 3 and path.lower() not in _COMMON:
+            if len(path) > 3 and path.lower() not in k.common:
                 self.subjects.add(path)
                 base = re.split(r"[/\\]", path)[-1]
                 base = re.sub(r"[(:]\d.*$", "", base)  # Tooltip.tsx(12,5) / app.py:41
@@ -256,13 +232,13 @@ class _Facts:
         low = _slashes(bare.lower())
         self.own = _own_targets(call, k)
         self.targets = {t for t in self.own if _slashes(t.lower()) in low}
-        self.terms = {t for t in self.terms if len(t) > 2 and t.lower() not in _COMMON}
+        self.terms = {t for t in self.terms if len(t) > 2 and t.lower() not in k.common}
         self.missing_dependency = bool(self.modules) or bool(k.missing.search(bare))
         self.program = None
         command = command_of(call)
         if command:
             main = _main_program(command)
-            if main and main[0] not in _PLAIN_PROGRAMS:
+            if main and main[0] not in k.plain:
                 self.program = main[0]
         self.kind = _step_kind(command, k) if command else None
 
@@ -392,10 +368,6 @@ def _step_kind(command: str, k: _Knowledge) -> str | None:
         if pattern.search(command):
             return kind
     return None
-
-
-def _edges(text: str, size: int = 2000) -> str:
-    return text if len(text) <= 2 * size else text[:size] + "\n" + text[-size:]
 
 
 # -- what counts as dealing with it -----------------------------------------------------------
@@ -539,7 +511,7 @@ def _finding(session: Session, result: ToolResultTurn, owner, failure: str,
         f"the {result.name or 'tool'} call")
     claims = [r for r in replies if r.text.strip() and k.claims.search(r.text.lower())]
     if silent and any(isinstance(t, EventTurn) and t.event == "turn_complete"
-                      for t in rest_of_exchange(session, result.ordinal)):
+                      for t in analysis_of(session).rest_of_exchange(result.ordinal)):
         severity = "high"
         reason = "the turn completed right after the failure with an empty reply"
         outcome = "the turn completed with nothing said"
@@ -563,8 +535,14 @@ def _finding(session: Session, result: ToolResultTurn, owner, failure: str,
         reason = "the assistant moved on without a word about the failure"
         outcome = "the assistant moved on without mentioning it"
     evidence = [result.ordinal] + [r.ordinal for r in replies[:3]]
+    facts = [Evidence(kind="failure", role="failed call", turn=result.ordinal,
+                      anchor=result.anchor, command=command_of(call), quote=failure)]
+    said = step_claim or (claims[-1] if claims and not silent else None)
+    if said is not None:
+        facts.append(Evidence(kind="claim", role="success claim", turn=said.ordinal,
+                              anchor=said.anchor, quote=shorten(said.text, 80)))
     return Finding(
         turn=turn.ordinal, anchor=call.anchor if call else turn.anchor, severity=severity,
         severity_reason=reason, evidence=evidence,
-        message=f"{what} {failure}; {outcome}.",
+        message=f"{what} {failure}; {outcome}.", facts=facts,
     )

@@ -15,12 +15,12 @@ from collections.abc import Iterator, Sequence
 from difflib import SequenceMatcher
 from typing import Literal
 
-from forensics.findings import Finding
+from forensics.analysis import STOP_EVENTS, analysis_of
+from forensics.analysis.text import shorten
+from forensics.findings import Evidence, Finding
 from forensics.model import AssistantTurn, EventTurn, Session, ToolResultTurn, UserTurn
 from forensics.rules import rule
-from forensics.rules._patterns import any_of
-from forensics.rules._walk import STOP_EVENTS
-from forensics.timeline import shorten
+from forensics.analysis.outcome import any_of
 
 ReplyStatus = Literal["none", "aborted", "error", "empty", "failed", "ok"]
 BAD = frozenset({"error", "empty", "failed"})
@@ -242,7 +242,7 @@ def reply_status(session: Session, asked: UserTurn, until: UserTurn) -> tuple[Re
     if not visible:
         return "empty", [replies[-1].ordinal]
     last = next((t for t in reversed(window) if not isinstance(t, EventTurn)), None)
-    if isinstance(last, ToolResultTurn) and last.failed and not last.aborted:
+    if isinstance(last, ToolResultTurn) and analysis_of(session).outcome(last).failed:
         return "failed", [last.ordinal]
     if isinstance(last, AssistantTurn) and not last.visible:
         return "empty", [last.ordinal]
@@ -280,5 +280,9 @@ def _finding(session: Session, user: UserTurn, earlier: UserTurn, status: str,
         message = (f"The user re-sent turn {earlier.ordinal} {same} (\"{said}\") after "
                    f"{_STATUS_WORDS[status]}.")
     evidence = sorted({earlier.ordinal, *witness})
+    facts = [Evidence(kind="message", role="earlier message", turn=earlier.ordinal,
+                      anchor=earlier.anchor, quote=shorten(earlier.text, 80)),
+             Evidence(kind="message", role="repeat", turn=user.ordinal, anchor=user.anchor,
+                      quote=said)]
     return Finding(turn=user.ordinal, anchor=user.anchor, severity=severity,
-                   severity_reason=reason, message=message, evidence=evidence)
+                   severity_reason=reason, message=message, evidence=evidence, facts=facts)

@@ -1,4 +1,4 @@
-"""Long-running processes the assistant launched, and what the transcript says became of them.
+"""The process ledger: what the assistant launched, and what the transcript says became of it.
 
 The duplicate-launch rule needs a model of process state that no single turn holds: which
 servers and background jobs the assistant started, on which port, and whether each was still
@@ -14,9 +14,11 @@ alive when the next launch came. ``track`` builds that model in one walk over th
   command at its timeout. A session resumed after a long pause, a compaction or a new session
   start makes every earlier process UNKNOWN. A later answer from its port revives a launch whose
   kill could have missed (a PID kill may hit only the wrapper shell) or whose state was unknown.
-* **Up signals**: a health check that got an answer, the launch's own output saying it is ready,
-  the user saying it is up (structure first: the first short user message after the launch's
-  result that neither asks for a relaunch nor reports a failure; plus a word list).
+* **Up signals**: a health check that got an answer, the launch's own output saying it is
+  ready, the user's words matching the "it is up" list (and neither asking for a relaunch nor
+  reporting a failure). Each signal keeps the words that said so and its anchor.
+* **Kills**: every kill command or harness kill, with the launches it ended (none: it reached
+  nothing the transcript names).
 
 Background-task notifications (``EventTurn`` "notification") concern the wrapper shell and are
 ignored on purpose: they do not prove the server exited.
@@ -32,11 +34,16 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, ClassVar
 
 from forensics.model import AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn, UserTurn
-from forensics.shell import Pipeline, command_of, split_pipelines
-from forensics.timeline import shorten as _short
+from forensics.analysis.params import build as build_params
+from forensics.analysis.params import require_names, resolve_references
+from forensics.analysis.commands import _ASSIGN, Command, Pipeline, normalize, parse, split_pipelines
+from forensics.analysis.commands import words as shell_words
+from forensics.analysis.shell import command_of
+from forensics.analysis.text import line_at
+from forensics.analysis.text import shorten as _short
 
 Clock = tuple[int, int, int]
 """Where something happened: (turn ordinal, call index, pipeline index within the script)."""
@@ -60,6 +67,8 @@ class Change:
     resume, revived, expired."""
     reason: str
     ordinal: int
+    anchor: str = ""
+    """The record that shows it (a kill's call, the result, the event)."""
 
 
 @dataclass
@@ -70,6 +79,44 @@ class Signal:
     kind: str  # health, output, user, running
     ordinal: int
     text: str = ""
+    """The words that said so (the answer's first line, the ready line, the user's message)."""
+    anchor: str = ""
+
+
+@dataclass
+class Kill:
+    """A command (or harness call) aimed at stopping processes, and the launches it ended."""
+
+    clock: Clock
+    ordinal: int
+    anchor: str
+    command: str
+    kind: str
+    """port, pid, pattern, name, container, group, session, harness."""
+    ended: list[int] = field(default_factory=list)
+    """``seq`` of each launch it ended (empty: it reached none the transcript names)."""
+
+
+@dataclass
+class Check:
+    """A look at a process: a health check, a read of a launch's log, a process listing."""
+
+    ordinal: int
+    anchor: str
+    kind: str  # health, log, listing
+    port: int | None = None
+
+
+@dataclass
+class Ledger:
+    """Every long-running launch of a session, every kill and check, with their anchors."""
+
+    launches: list["Launch"]
+    kills: list[Kill]
+    checks: list[Check] = field(default_factory=list)
+
+    def kills_between(self, start: Clock, end: Clock) -> list[Kill]:
+        return [k for k in self.kills if start < k.clock < end]
 
 
 @dataclass(eq=False)
@@ -97,6 +144,7 @@ class Launch:
     call_id: str
     time: float | None = None
     result: int | None = None
+    result_anchor: str = ""
     pids: set[int] = field(default_factory=set)
     handles: set[str] = field(default_factory=set)
     logs: set[str] = field(default_factory=set)
@@ -114,6 +162,8 @@ class Launch:
     moved: bool = False
     """Its port was taken and it came up on another one (Next.js, Vite): two servers now run."""
     killed_at_once: bool = False
+    result_words: str = ""
+    """The line of its own result that showed the conflict or the kill."""
 
     def state_before(self, clock: Clock) -> tuple[State, Change | None]:
         state, last = State.ALIVE, None
@@ -128,8 +178,8 @@ class Launch:
         return self.changes[-1].state if self.changes else State.ALIVE
 
     def end(self, clock: Clock, kind: str, reason: str, ordinal: int,
-            state: State = State.ENDED) -> None:
-        self.changes.append(Change(clock, state, kind, reason, ordinal))
+            state: State = State.ENDED, anchor: str = "") -> None:
+        self.changes.append(Change(clock, state, kind, reason, ordinal, anchor))
 
     @property
     def intended_port(self) -> int | None:
@@ -215,20 +265,24 @@ def _any_word(words: tuple[str, ...] | None, text: str) -> bool:
 
 _LONE_AMP = re.compile(r"(?<![&>|])&(?![&>])")
 
-_CACHE: dict[Any, "Knowledge"] = {}
+PARAM_NAMES = frozenset({
+    "server_commands", "default_ports", "background_markers", "gui_launchers", "short_commands",
+    "weak_launchers", "reconciling_commands", "inert_programs", "log_readers",
+    "process_listers", "port_patterns", "bound_port_patterns", "moved_port_patterns",
+    "kill_commands", "harness_kill_tools", "harness_poll_tools", "background_id_patterns",
+    "output_file_patterns", "job_end_notifications", "pid_patterns", "port_conflict_patterns",
+    "conflict_port_patterns", "crash_patterns", "killed_patterns", "up_patterns",
+    "health_ok_patterns", "health_check_commands", "down_patterns", "user_up_words",
+    "relaunch_request_words", "failure_words", "script_child_names", "resume_gap_minutes",
+})
 
 
-def _freeze(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
-    if isinstance(value, (list, tuple)):
-        return tuple(_freeze(v) for v in value)
-    return value
-
-
-@dataclass
+@dataclass(eq=False)
 class Knowledge:
-    """The rule's data, compiled once per parameter set."""
+    """What starts, ends and answers for a long-running process: the duplicate-launch rule's
+    ``[params]``, compiled once per parameter set (``forensics.analysis.params.build``)."""
+
+    param_names: ClassVar[frozenset[str]] = PARAM_NAMES
 
     servers: list[tuple[str, re.Pattern[str]]]
     server_any: re.Pattern[str] | None
@@ -237,8 +291,15 @@ class Knowledge:
     short: re.Pattern[str] | None
     weak: re.Pattern[str] | None
     reconciling: set[str]
+    inert: frozenset[str]
+    """Programs that never launch anything (echo, grep, curl, kill…)."""
+    skip_fast: frozenset[str]
+    """Inert programs that no kill form names either: a pipeline starting with one is skipped."""
+    log_reader: re.Pattern[str] | None
+    process_lister: re.Pattern[str] | None
     port_patterns: list[re.Pattern[str]]
     bound_ports: list[re.Pattern[str]]
+    moved_port: re.Pattern[str] | None
     kills: dict[str, list[re.Pattern[str]]]
     kill_any: re.Pattern[str] | None
     harness_kill_tools: dict[str, str]
@@ -266,19 +327,33 @@ class Knowledge:
 
     @classmethod
     def build(cls, **params: Any) -> "Knowledge":
-        key = _freeze(params)
-        cached = _CACHE.get(key)
-        if cached is not None:
-            return cached
+        """The compiled knowledge for these params (made once per distinct set)."""
+        return build_params(cls, params)
+
+    @classmethod
+    def from_params(cls, raw: Mapping[str, Any]) -> "Knowledge":
+        params = resolve_references(raw)
+        require_names(params, "default_ports", "server_commands", params["default_ports"])
+        require_names(params, "reconciling_commands", "server_commands",
+                      params["reconciling_commands"])
         servers = [(name, _compile(p)) for name, p in params["server_commands"].items()]
         kills = {kind: [_compile(p) for p in (pats if isinstance(pats, list) else [pats])]
                  for kind, pats in params["kill_commands"].items()}
         kill_patterns = [p for pats in params["kill_commands"].values()
                          for p in (pats if isinstance(pats, list) else [pats])]
+        inert = frozenset(n.lower() for n in params["inert_programs"])
+        kill_text = re.sub(r"\\[A-Za-z]", " ", "\n".join(kill_patterns).lower())
+        skip_fast = frozenset(
+            n for n in inert if n not in ("cd", "export", "set")
+            and not re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", kill_text))
+        listers = [re.escape(n) for n in params["process_listers"]]
+        lister = _compile(rf"\b(?:{'|'.join(listers)})\b") if listers else None
+        readers = [re.escape(n) for n in params["log_readers"]]
+        reader = _compile(rf"\b(?:{'|'.join(readers)})\b") if readers else None
         pre = [*params["server_commands"].values(), *params["background_markers"],
                *params["weak_launchers"], *kill_patterns, params["health_check_commands"] or "",
-               r"\b(?:lsof|pgrep|netstat|fuser)\b"]
-        know = cls(
+               *(rf"\b{n}\b" for n in listers if len(n) >= 3)]
+        return cls(
             servers=servers,
             server_any=_union(params["server_commands"].values()),
             default_ports={k: int(v) for k, v in params["default_ports"].items()},
@@ -286,8 +361,13 @@ class Knowledge:
             short=_union(params["short_commands"]),
             weak=_union(params["weak_launchers"]),
             reconciling=set(params["reconciling_commands"]),
+            inert=inert,
+            skip_fast=skip_fast,
+            log_reader=reader,
+            process_lister=lister,
             port_patterns=[_compile(p) for p in params["port_patterns"]],
             bound_ports=[_compile(p) for p in params["bound_port_patterns"]],
+            moved_port=_union(params["moved_port_patterns"]),
             kills=kills,
             kill_any=_union(kill_patterns),
             harness_kill_tools=dict(params["harness_kill_tools"]),
@@ -313,189 +393,13 @@ class Knowledge:
             prefilter=_literal_words(p for p in pre if p),
             kill_words=_literal_words(kill_patterns),
         )
-        if len(_CACHE) > 32:
-            _CACHE.clear()
-        _CACHE[key] = know
-        return know
-
-
-# -- launches -------------------------------------------------------------------------------
-
-_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_WRAPPERS = {"nohup", "setsid", "exec", "time", "command", "builtin", "stdbuf", "caffeinate",
-             "unbuffer", "disown"}
-_WRAPPERS_WITH_ARG = {"nice": {"-n"}, "sudo": {"-u", "-g"}, "env": {"-u"},
-                      "timeout": set(), "stdbuf": set()}
-_REDIRECT = re.compile(r"^(?:\d*|&)>>?(?:&\d+|&-)?$|^(?:\d*|&)>>?\S+$|^\d*<\S*$|^<<<?$|^\d*>&\d+$")
-_LOG_TOKEN = re.compile(r"\.(?:log|out|err)$", re.I)
-
-
-def _tokens(text: str) -> tuple[list[str], bool]:
-    try:
-        return shlex.split(text, posix=True), True
-    except ValueError:
-        return text.split(), False
-
-
-def strip_command(text: str) -> tuple[list[str], dict[str, str], dict[str, Any]]:
-    """Tokens of a launch with env prefixes, wrappers and redirections taken off.
-
-    Returns (tokens, env assignments, notes) where notes hold ``detached`` (setsid/disown: out
-    of the process group a harness timeout kills), ``timeout`` (seconds of a ``timeout N``
-    wrapper) and ``logs`` (redirection targets).
-    """
-    tokens, _ = _tokens(text)
-    env: dict[str, str] = {}
-    notes: dict[str, Any] = {"detached": False, "timeout": None, "logs": set()}
-    out: list[str] = []
-    i = 0
-    leading = True
-    while i < len(tokens):
-        tok = tokens[i]
-        # a redirection may stand anywhere, even before the env prefix (`>log FOO=1 cmd`)
-        if _REDIRECT.match(tok):
-            target = tok.lstrip("0123456789&").lstrip("<>")
-            if target.startswith("&"):
-                i += 1
-                continue
-            if not target and i + 1 < len(tokens):
-                target = tokens[i + 1]
-                i += 1
-            if target and not target.startswith("/dev/"):
-                notes["logs"].add(target)
-            i += 1
-            continue
-        if leading:
-            if tok == "export" or tok in ("sudo",) and i + 1 < len(tokens):
-                i += 1
-                if tok == "sudo":
-                    while i < len(tokens) and tokens[i].startswith("-"):
-                        i += 2 if tokens[i] in _WRAPPERS_WITH_ARG["sudo"] else 1
-                continue
-            if _ASSIGN.match(tok):
-                name, _, value = tok.partition("=")
-                env[name] = value
-                i += 1
-                continue
-            if tok in _WRAPPERS:
-                notes["detached"] |= tok in ("setsid", "disown")  # nohup shares the process group
-                i += 1
-                while i < len(tokens) and tokens[i].startswith("-") and tok in ("setsid", "stdbuf"):
-                    i += 1
-                continue
-            if tok == "env":
-                i += 1
-                while i < len(tokens) and (tokens[i].startswith("-") or _ASSIGN.match(tokens[i])):
-                    if _ASSIGN.match(tokens[i]):
-                        name, _, value = tokens[i].partition("=")
-                        env[name] = value
-                    i += 1
-                continue
-            if tok == "nice":
-                i += 1
-                while i < len(tokens) and tokens[i].startswith("-"):
-                    i += 2 if tokens[i] == "-n" else 1
-                continue
-            if tok == "timeout":
-                i += 1
-                while i < len(tokens) and tokens[i].startswith("-"):
-                    i += 1
-                if i < len(tokens):
-                    notes["timeout"] = _duration(tokens[i])
-                    i += 1
-                continue
-            leading = False
-        if tok in ("&", "disown"):
-            i += 1
-            continue
-        out.append(tok)
-        i += 1
-    # ``| tee file`` stages: the file is a log, the stage is not part of the command.
-    if "|" in out:
-        cut = out.index("|")
-        rest = out[cut + 1:]
-        if rest and rest[0] == "tee":
-            notes["logs"].update(t for t in rest[1:] if not t.startswith("-") and t != "|")
-            out = out[:cut]
-    return out, env, notes
-
-
-def _duration(text: str) -> float | None:
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd]?)", text)
-    if not m:
-        return None
-    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
-
-
-def normalize(text: str) -> str:
-    """A launch command in comparable form.
-
-    Whitespace folded; environment prefixes (``FOO=bar``, ``export …``), wrappers (``nohup``,
-    ``setsid``, ``env``, ``timeout N``…), output redirections, ``| tee`` stages, log-file names
-    and a trailing ``&`` removed. ``cd``/``source`` prefixes are separate pipelines and never
-    reach this function when called on a pipeline; called on a whole script, it keeps the last
-    pipeline that is not ``cd``/``source``/``export``/an assignment. Idempotent.
-    """
-    pipes = split_pipelines(text)
-    chosen = fallback = ""
-    for pipe in pipes:
-        toks, _, _ = strip_command(pipe.text)
-        if not toks:
-            continue
-        if _program(toks) not in _INERT:
-            chosen = pipe.text
-        elif toks[0] not in ("cd", "source", ".", "export", "set", "pushd", "popd"):
-            fallback = pipe.text
-    chosen = chosen or fallback
-    if not chosen:
-        return ""
-    toks, _, _ = strip_command(chosen)
-    if "|" in toks:
-        toks = toks[: toks.index("|")]  # the launch is the first stage: `| tail`, `| head` go
-    cleaned: list[str] = []
-    skip = False
-    for t in toks:
-        if skip:
-            skip = False
-            continue
-        if t in ("--log-file", "--logfile", "--log-path"):
-            skip = True
-            continue
-        if re.match(r"--log-?(?:file|path)=", t) or _LOG_TOKEN.search(t):
-            continue
-        cleaned.append(t)
-    return " ".join(shlex.quote(t) for t in cleaned)
 
 
 def _basename(path: str) -> str:
     return re.split(r"[\\/]", path.rstrip("\\/"))[-1].lower()
 
 
-def _program(tokens: Sequence[str]) -> str:
-    if not tokens:
-        return ""
-    prog = _basename(tokens[0])
-    return prog[:-4] if prog.endswith(".exe") else prog
-
-
 # -- the tracker -------------------------------------------------------------------------------
-
-_INERT = {"echo", "printf", "cat", "grep", "rg", "egrep", "sed", "awk", "git", "which", "type",
-          "man", "head", "tail", "less", "more", "ps", "pgrep", "lsof", "ss", "netstat", "test",
-          "[", "[[", "ls", "find", "wc", "sort", "jq", "curl", "wget", "sleep", "true", "false",
-          "wait", "read", "cd", "source", ".", "export", "set", "unset", "local", "if", "then",
-          "else", "fi", "for", "do", "done", "while", "case", "esac", "return", "exit", "kill",
-          "pkill", "killall", "fuser", "xargs", "vim", "vi", "nano", "code", "touch", "mkdir",
-          "rm", "cp", "mv", "chmod", "chown", "diff", "tee", "get-content", "write-host",
-          "write-output", "select-string", "get-process", "stop-process", "test-path",
-          "get-childitem", "get-nettcpconnection", "invoke-webrequest", "invoke-restmethod",
-          "taskkill", "tasklist", "pushd", "popd", "docker-compose-ps", "mkdocs-build"}
-
-
-_SKIP_FAST = _INERT - {"cd", "export", "set", "kill", "pkill", "killall", "fuser", "xargs",
-                       "lsof", "stop-process", "taskkill", "get-process", "get-nettcpconnection",
-                       "pgrep"}
-
 
 def _first_word(text: str) -> str:
     for tok in text.split(None, 4):
@@ -523,11 +427,14 @@ class Tracker:
         self.by_call: dict[str, list[Launch]] = {}
         self.by_handle: dict[str, Launch] = {}
         self.log_names: dict[str, list[Launch]] = {}
-        self.health_calls: dict[str, list[tuple[Clock, int]]] = {}
+        self.health_calls: dict[str, list[tuple[Clock, int, bool]]] = {}
+        """Health checks by call id: (clock, port, whether the script has a ``||`` fallback)."""
         self.code_polls: dict[str, list[Launch]] = {}
         """Codex code-mode cells that poll a session (``tools.write_stdin``), by call id."""
         self._last_time: float | None = None
-        self._user_seen_after: set[int] = set()
+        self.kills: list[Kill] = []
+        self.checks: list[Check] = []
+        self._call_anchor = ""
 
     # -- walking ---------------------------------------------------------------------------
 
@@ -548,7 +455,16 @@ class Tracker:
                     self._unknown_all((turn.ordinal, 0, 0), turn.ordinal,
                                       "compaction" if turn.event == "compaction"
                                       else "a new session start")
+        turns = self.session.turns
+        for launch in self.launches:
+            for event in (*launch.changes, *launch.signals):
+                if not event.anchor and 0 < event.ordinal <= len(turns):
+                    event.anchor = turns[event.ordinal - 1].anchor
         return self.launches
+
+    def ledger(self) -> Ledger:
+        self.run()
+        return Ledger(self.launches, self.kills, self.checks)
 
     def _gap(self, turn: Any) -> None:
         t = turn.time
@@ -587,13 +503,19 @@ class Tracker:
 
     def _call(self, turn: AssistantTurn, idx: int, call: ToolCall) -> None:
         k = self.k
+        self._call_anchor = call.anchor
         harness_key = k.harness_kill_tools.get(call.name)
         if harness_key:
             handle = str(call.input.get(harness_key, ""))
             launch = self.by_handle.get(handle)
+            kill = Kill((turn.ordinal, idx, 0), turn.ordinal, call.anchor,
+                        f"{call.name} {handle}", "harness")
+            self.kills.append(kill)
             if launch and launch.state is not State.ENDED:
                 launch.end((turn.ordinal, idx, 0), "kill-harness",
-                           f"{call.name} {handle} at {turn.anchor}", turn.ordinal)
+                           f"{call.name} {handle} at {call.anchor}", turn.ordinal,
+                           anchor=call.anchor)
+                kill.ended.append(launch.seq)
             return
         if call.name in k.harness_poll_tools:
             key = k.harness_poll_tools[call.name]
@@ -602,7 +524,10 @@ class Tracker:
             launch = self.by_handle.get(handle)
             if launch and isinstance(chars, str) and ("\x03" in chars or "\\u0003" in chars):
                 launch.end((turn.ordinal, idx, 0), "kill-harness",
-                           f"Ctrl-C sent to session {handle} at {turn.anchor}", turn.ordinal)
+                           f"Ctrl-C sent to session {handle} at {call.anchor}", turn.ordinal,
+                           anchor=call.anchor)
+                self.kills.append(Kill((turn.ordinal, idx, 0), turn.ordinal, call.anchor,
+                                       f"Ctrl-C to session {handle}", "harness", [launch.seq]))
             return
         code = call.input.get("input") or call.input.get("code")
         if isinstance(code, str) and "write_stdin" in code:
@@ -610,7 +535,11 @@ class Tracker:
                 launch = self.by_handle.get(handle)
                 if launch and ("\x03" in chars):
                     launch.end((turn.ordinal, idx, 0), "kill-harness",
-                               f"Ctrl-C sent to session {handle} at {turn.anchor}", turn.ordinal)
+                               f"Ctrl-C sent to session {handle} at {call.anchor}",
+                               turn.ordinal, anchor=call.anchor)
+                    self.kills.append(Kill((turn.ordinal, idx, 0), turn.ordinal, call.anchor,
+                                           f"Ctrl-C to session {handle}", "harness",
+                                           [launch.seq]))
                 elif launch:
                     self.code_polls.setdefault(call.call_id, []).append(launch)
         script = command_of(call)
@@ -619,47 +548,48 @@ class Tracker:
         if not _any_word(k.prefilter, script) and not _LONE_AMP.search(script) \
                 and not any(n in script for n in self.log_names) and not call.background:
             return
-        pipes = split_pipelines(script)
-        ctx = _Script(pipes)
+        pieces = split_pipelines(script)
+        ctx = _Script(pieces)
         workdir = call.input.get("workdir") or call.input.get("cwd")
         ctx.cwd = workdir if isinstance(workdir, str) else None
         script_launches: list[Launch] = []
         assigns = _assignments(script)
-        for p_idx, pipe in enumerate(pipes):
+        for p_idx, piece in enumerate(pieces):
             clock = (turn.ordinal, idx, p_idx + 1)
             if k.health:
-                for m in k.health.finditer(pipe.text):
+                for m in k.health.finditer(piece.text):
                     if m.group(1) and m.group(1).isdigit():
                         self.health_calls.setdefault(call.call_id, []).append(
-                            (clock, int(m.group(1))))
-            if _first_word(pipe.text) in _SKIP_FAST:
-                continue  # echo, grep, sed, ls…: neither a launch nor a kill; spare the tokenizer
-            toks, env, notes = strip_command(pipe.text)
-            if not toks:
-                ctx.env.update(env)
+                            (clock, int(m.group(1)), "||" in script))
+                        self.checks.append(Check(turn.ordinal, call.anchor, "health",
+                                                 int(m.group(1))))
+            if _first_word(piece.text) in k.skip_fast:
+                continue  # echo, grep, sed, ls…: neither a launch nor a kill; spare the parse
+            pipe = parse(piece.text, piece.background)  # the typed command, cached by text
+            if not pipe.tokens:
+                ctx.env.update(pipe.env)
                 continue
-            prog = _program(toks)
-            if prog == "cd" and len(toks) > 1:
-                ctx.cwd = toks[1]
+            prog = pipe.name
+            if prog == "cd" and len(pipe.tokens) > 1:
+                ctx.cwd = pipe.tokens[1]
                 continue
-            if prog in ("export", "set") or (not toks and env):
+            if prog in ("export", "set"):
                 continue
-            if self._kill(pipe.text, toks, prog, clock, turn, script_launches, assigns):
+            if self._kill(pipe.text, clock, turn, script_launches, assigns):
                 continue
-            launch = self._launch(pipe, toks, env, notes, prog, clock, turn, call, ctx)
+            launch = self._launch(pipe, clock, turn, call, ctx)
             if launch:
                 script_launches.append(launch)
         for launch in script_launches:
             self.by_call.setdefault(call.call_id, []).append(launch)
 
-    def _launch(self, pipe: Pipeline, toks: list[str], env: dict[str, str],
-                notes: dict[str, Any], prog: str, clock: Clock, turn: AssistantTurn,
-                call: ToolCall, ctx: _Script) -> Launch | None:
+    def _launch(self, pipe: Command, clock: Clock, turn: AssistantTurn, call: ToolCall,
+                ctx: _Script) -> Launch | None:
         k = self.k
         text = pipe.text
-        if prog in _INERT:
+        if pipe.name in k.inert:
             return None
-        stripped = " ".join(toks)
+        stripped = pipe.stripped
         server = server_of(stripped, k)
         detach_marker = bool(k.background and k.background.search(stripped))
         background = pipe.background or detach_marker or call.background
@@ -668,21 +598,21 @@ class Tracker:
             return None
         if server is None and k.short and k.short.search(stripped):
             return None
-        if notes["timeout"] is not None and (server is None or not background):
+        if pipe.timeout is not None and (server is None or not background):
             return None  # bounded: it ends on its own
-        port, explicit = self._port(stripped, {**ctx.env, **env}, server)
+        port, explicit = self._port(stripped, {**ctx.env, **pipe.environment}, server)
         launch = Launch(
-            seq=len(self.launches), command=text.strip(), normalized=normalize(text),
+            seq=len(self.launches), command=text.strip(), normalized=normalize(text, k.inert),
             server=server, port=port, port_explicit=explicit, background=background,
-            detached=notes["detached"] or detach_marker or call.background,
+            detached=pipe.detached or detach_marker or call.background,
             weak=weak, reconciling=server in k.reconciling, cwd=ctx.cwd,
-            turn=turn.ordinal, anchor=turn.anchor, clock=clock, call_id=call.call_id,
+            turn=turn.ordinal, anchor=call.anchor, clock=clock, call_id=call.call_id,
             time=turn.time, requested_port=port,
             harness_only=call.background and not pipe.background and not detach_marker,
         )
-        if notes["timeout"] is not None and turn.time is not None:
-            launch.deadline = turn.time + notes["timeout"]
-        launch.logs = {l for l in notes["logs"]}
+        if pipe.timeout is not None and turn.time is not None:
+            launch.deadline = turn.time + pipe.timeout
+        launch.logs = set(pipe.logs)
         for name in launch.logs:
             self.log_names.setdefault(name, []).append(launch)
         self.launches.append(launch)
@@ -693,27 +623,28 @@ class Tracker:
 
     # -- kills -----------------------------------------------------------------------------
 
-    def _kill(self, text: str, toks: list[str], prog: str, clock: Clock, turn: AssistantTurn,
-              script_launches: list[Launch], assigns: dict[str, tuple[str, Any]]) -> bool:
+    def _kill(self, text: str, clock: Clock, turn: AssistantTurn, script_launches: list[Launch], assigns: dict[str, tuple[str, Any]]) -> bool:
         """Apply a kill in this pipeline to the launches it aims at; True if it was a kill."""
         k = self.k
         if not k.kill_any or not _any_word(k.kill_words, text):
             return False
-        where = f"`{_short(text, 80)}` at {turn.anchor}"
+        where = f"`{_short(text, 80)}` at {self._call_anchor}"
         for kind, pats in k.kills.items():
             for pat in pats:
                 m = pat.search(text)
                 if not m:
                     continue
                 target = next((g for g in m.groups() if g), "") if m.groups() else ""
+                kill = Kill(clock, turn.ordinal, self._call_anchor, text.strip(), kind)
+                self.kills.append(kill)
                 self._apply_kill(kind, target.strip(), clock, turn, where, script_launches,
-                                 assigns)
+                                 assigns, kill)
                 return True
         return False
 
     def _apply_kill(self, kind: str, target: str, clock: Clock, turn: AssistantTurn,
                     where: str, script_launches: list[Launch],
-                    assigns: dict[str, tuple[str, Any]]) -> None:
+                    assigns: dict[str, tuple[str, Any]], kill: Kill) -> None:
         alive = [l for l in self.launches if l.state is not State.ENDED]
         hit: list[Launch] = []
         how = kind
@@ -752,7 +683,7 @@ class Tracker:
                     if l.state is State.ALIVE and not l.reconciling and l.server != "docker":
                         l.end(clock, "kill-unresolved",
                               f"a kill of a process the transcript does not name ({where})",
-                              turn.ordinal, State.UNKNOWN)
+                              turn.ordinal, State.UNKNOWN, anchor=kill.anchor)
                 return
         elif kind in ("pattern", "name"):
             pattern = _kill_target(target, kind)
@@ -760,10 +691,10 @@ class Tracker:
                 return
             rx = _compile(pattern, re.I) if kind == "pattern" else None
             for l in alive:
-                toks, _, _ = strip_command(l.command)
-                prog = _program(toks)
+                parsed = parse(l.command)
+                prog = parsed.name
                 if kind == "pattern":
-                    hay = " ".join(toks)
+                    hay = parsed.stripped
                     ok = bool(rx.search(hay)) or bool(rx.search(l.command))
                 else:  # pkill NAME / killall NAME: the process name, as pkill matches it
                     ok = bool(_compile(pattern, re.I).search(prog))
@@ -790,7 +721,8 @@ class Tracker:
                 if l.server in ("tmux", "screen") and (not target or target in l.command):
                     hit.append(l)
         for l in dict.fromkeys(hit):
-            l.end(clock, f"kill-{how}", f"killed by {where}", turn.ordinal)
+            l.end(clock, f"kill-{how}", f"killed by {where}", turn.ordinal, anchor=kill.anchor)
+            kill.ended.append(l.seq)
 
     # -- results ---------------------------------------------------------------------------
 
@@ -817,6 +749,7 @@ class Tracker:
         launches = self.by_call.get(res.call_id, [])
         for launch in launches:
             launch.result = res.ordinal
+            launch.result_anchor = res.anchor
             self._own_result(launch, res, out, clock)
         if call is not None and not launches:
             script = command_of(call)
@@ -829,6 +762,12 @@ class Tracker:
 
     def _own_result(self, launch: Launch, res: ToolResultTurn, out: str, clock: Clock) -> None:
         k = self.k
+        if res.aborted and (launch.background or not out.strip()):
+            # rejected or interrupted: a background launch returns at once, so an abort came
+            # before it ran; a foreground one with no output never started either
+            launch.end(clock, "abort", "the user rejected or interrupted it before it ran",
+                       res.ordinal)
+            return
         for pat in k.background_ids:
             m = pat.search(out)
             if m:
@@ -844,15 +783,14 @@ class Tracker:
         for pat in k.pid_patterns:
             for m in pat.finditer(out):
                 launch.pids.add(int(m.group(1)))
-        for pat in k.bound_ports:
-            m = None
-            for m in pat.finditer(out):
-                pass
-            if m:
-                launch.port = int(m.group(1))
-                launch.port_explicit = True
-        conflict = bool(k.conflict and k.conflict.search(out))
-        if conflict:
+        bound = _bound_port(out, k)
+        if bound is not None:
+            launch.port = bound
+            launch.port_explicit = True
+        conflict_match = k.conflict.search(out) if k.conflict else None
+        conflict = conflict_match is not None
+        if conflict_match is not None:
+            launch.result_words = line_at(out, conflict_match.start(), 120)
             self._conflict_port(launch, out)
         if conflict and not _moved_port(out, k):
             launch.conflict = True
@@ -861,8 +799,11 @@ class Tracker:
             return
         if conflict:
             launch.conflict = launch.moved = True
-        if (res.killed or (k.killed and k.killed.search(out))) and not res.timed_out:
+        killed_line = k.killed.search(out) if k.killed else None
+        if (res.killed or killed_line) and not res.timed_out:
             launch.killed_at_once = True
+            launch.result_words = (line_at(out, killed_line.start(), 120) if killed_line
+                                   else "killed by a signal")
             launch.end(clock, "killed", "it was killed at once", res.ordinal)
             return
         foreground = not launch.background
@@ -935,37 +876,40 @@ class Tracker:
             launch.end(clock, "crash", "its output showed it crashed", ordinal)
             return
         if last_up >= 0 and launch.state is State.ALIVE:
-            launch.signals.append(Signal(clock, "output", ordinal, _line_at(out, last_up)))
-        for pat in k.bound_ports:
-            m = None
-            for m in pat.finditer(out):
-                pass
-            if m:
-                launch.port = int(m.group(1))
+            launch.signals.append(Signal(clock, "output", ordinal, line_at(out, last_up)))
+        bound = _bound_port(out, k)
+        if bound is not None:
+            launch.port = bound
 
     def _probe_output(self, script: str, res: ToolResultTurn, out: str, clock: Clock) -> None:
         """Health checks, log reads and process listings after a launch."""
         k = self.k
         # log files of earlier launches
         for name, launches in self.log_names.items():
-            if name in script and re.search(r"\b(?:tail|cat|head|less|grep|Get-Content|type)\b",
-                                            script):
+            if name in script and k.log_reader and k.log_reader.search(script):
+                self.checks.append(Check(res.ordinal, res.anchor, "log"))
                 for launch in launches:
                     if launch.state is State.ALIVE and launch.result is not None:
                         self._read_log(launch, out, clock, res.ordinal)
-        for health_clock, port in self.health_calls.get(res.call_id, []):
-            self._health(port, res, out, health_clock)
-        if re.search(r"\b(?:lsof|pgrep|ps|ss|netstat)\b", script):
+        for health_clock, port, fallback in self.health_calls.get(res.call_id, []):
+            self._health(port, res, out, health_clock, fallback)
+        if k.process_lister and k.process_lister.search(script):
+            self.checks.append(Check(res.ordinal, res.anchor, "listing"))
             self._pids_from_listing(script, out)
 
-    def _health(self, port: int, res: ToolResultTurn, out: str, clock: Clock) -> None:
+    def _health(self, port: int, res: ToolResultTurn, out: str, clock: Clock,
+                fallback: bool = False) -> None:
+        """A request to the port. Its own answer (exit 0, its own non-empty output) means
+        something listens there, whatever the body; with a ``||`` fallback in the script the
+        output may be the fallback's, so only an answer that reads as up counts."""
         k = self.k
         if res.exit_code not in (None, 0) or res.is_error or res.timed_out:
             return
         body = out.strip()
         if not body or (k.down and k.down.search(body)):
             return
-        if not ((k.health_ok and k.health_ok.search(body)) or (k.up and k.up.search(body))):
+        if fallback and not ((k.health_ok and k.health_ok.search(body))
+                             or (k.up and k.up.search(body))):
             return
         candidates = [l for l in self.launches if l.port == port and l.clock < clock]
         if not candidates:
@@ -974,7 +918,8 @@ class Tracker:
         state, change = latest.state_before(clock)
         if latest.changes and latest.changes[-1].clock > clock:
             state = State.ENDED  # ended later in the same script: nothing to revive
-        text = _short(body.splitlines()[0] if body.splitlines() else body, 60)
+        telling = next((ln for ln in body.splitlines() if re.search(r"\w{2,}", ln)), body)
+        text = _short(telling, 60)  # the answer's first line that says something
         if state is State.ALIVE:
             latest.signals.append(Signal(clock, "health", res.ordinal, text))
         elif change is not None and change.kind in ("kill-pid", "resume", "kill-unresolved",
@@ -1009,18 +954,14 @@ class Tracker:
         text = turn.text.strip()[:600]  # status words come early; long pastes cost, not help
         asks = bool(k.relaunch_request and k.relaunch_request.search(text))
         fails = bool(k.failure and k.failure.search(text))
-        says_up = bool(k.user_up and k.user_up.search(text))
-        question = "?" in text or "？" in text
-        short = len(text) <= 40 and len(text.split()) <= 6 and not question
+        says_up = k.user_up.search(text) if k.user_up else None
+        if says_up is None or asks or fails:
+            return
         clock = (turn.ordinal, 0, 0)
         for launch in self.launches:
-            first = launch.seq not in self._user_seen_after and launch.result is not None
-            if launch.result is not None:
-                self._user_seen_after.add(launch.seq)
-            if launch.state is not State.ALIVE or asks or fails:
-                continue
-            if says_up or (first and short and text):
-                launch.signals.append(Signal(clock, "user", turn.ordinal, _short(text, 60)))
+            if launch.state is State.ALIVE:
+                launch.signals.append(Signal(clock, "user", turn.ordinal, _short(text, 60),
+                                             turn.anchor))
 
 
 def server_of(command: str, know: Knowledge) -> str | None:
@@ -1048,10 +989,11 @@ def port_of(command: str, know: Knowledge, *, server: str | None = None,
     if port_env.isdigit():
         return int(port_env), True
     if server is None:
-        toks, prefix_env, _ = strip_command(command)
+        parsed = parse(command)
+        prefix_env = parsed.environment
         if prefix_env.get("PORT", "").isdigit():
             return int(prefix_env["PORT"]), True
-        server = server_of(" ".join(toks), know)
+        server = server_of(parsed.stripped, know)
     if server and server in know.default_ports:
         return know.default_ports[server], False
     return None, False
@@ -1090,7 +1032,7 @@ def _code_mode_stdin(code: str) -> list[tuple[str, str]]:
 
 def _kill_target(target: str, kind: str) -> str:
     """The pattern or name a pkill/killall/Stop-Process aims at, flags and signals removed."""
-    toks, _ = _tokens(target)
+    toks, _ = shell_words(target)
     words = []
     skip = False
     for t in toks:
@@ -1113,9 +1055,22 @@ def _kill_target(target: str, kind: str) -> str:
     return name
 
 
+def _bound_port(out: str, k: Knowledge) -> int | None:
+    """The port the output says the server bound: the last match of the last pattern that
+    matches (a later pattern overrides an earlier one, as it always has)."""
+    port = None
+    for pat in k.bound_ports:
+        m = None
+        for m in pat.finditer(out):
+            pass
+        if m:
+            port = int(m.group(1))
+    return port
+
+
 def _moved_port(out: str, k: Knowledge) -> bool:
     """The server noticed the taken port and came up on another one (Next.js, Vite)."""
-    return bool(re.search(r"trying (?:\d+|another one)|using (?:port )?\d+ instead", out, re.I))
+    return bool(k.moved_port and k.moved_port.search(out))
 
 
 def _last(pattern: re.Pattern[str] | None, text: str) -> int:
@@ -1125,12 +1080,6 @@ def _last(pattern: re.Pattern[str] | None, text: str) -> int:
     for m in pattern.finditer(text):
         pos = m.start()
     return pos
-
-
-def _line_at(text: str, pos: int) -> str:
-    start = text.rfind("\n", 0, pos) + 1
-    end = text.find("\n", pos)
-    return _short(text[start:end if end >= 0 else None].strip(), 60)
 
 
 def _signature(launch: Launch) -> str:
@@ -1148,3 +1097,8 @@ def _signature(launch: Launch) -> str:
 def track(session: Session, know: Knowledge) -> list[Launch]:
     """Every long-running launch in ``session``, with its state changes and up signals."""
     return Tracker(session, know).run()
+
+
+def build_ledger(session: Session, know: Knowledge) -> Ledger:
+    """The process ledger of ``session``: launches with their events, and every kill."""
+    return Tracker(session, know).ledger()

@@ -2,9 +2,8 @@
 
 Not a shell parser: it splits a script into pipelines at ``;``, newlines, ``&&``, ``||`` and
 ``&`` (quotes, ``$( … )``, comments and heredoc bodies respected), splits pipelines into simple
-commands at ``|``, finds the program each one runs behind wrappers such as ``sudo``,
-``env FOO=1``, ``timeout 30`` or ``nohup``, and finds the script a tool call ran. The rules share
-it: duplicate-launch for launches and kills, ignored-tool-error for probes and retries.
+commands at ``|`` and finds the script a tool call ran. What each command runs (behind its
+wrappers) is ``forensics.analysis.commands``.
 """
 
 from __future__ import annotations
@@ -16,9 +15,6 @@ from functools import lru_cache
 
 from forensics.model import ToolCall
 
-WRAPPERS = frozenset({"sudo", "nohup", "setsid", "time", "nice", "exec", "command", "env",
-                      "timeout", "stdbuf", "xvfb-run", "caffeinate", "doas", "unbuffer"})
-_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
 @dataclass
@@ -181,34 +177,6 @@ def _split_pipe(text: str) -> list[str]:
         buf.append(c)
     parts.append("".join(buf).strip())
     return parts
-
-
-def words(simple: str) -> list[str]:
-    try:
-        return shlex.split(simple, comments=False)
-    except ValueError:
-        return simple.split()
-
-
-@lru_cache(maxsize=8192)
-def program(simple: str) -> tuple[str, tuple[str, ...]]:
-    """The program a simple command runs and its arguments, behind wrappers and assignments."""
-    toks = words(simple)
-    while toks:
-        head = toks[0]
-        if _ASSIGNMENT.match(head) or head in ("(", "{", "then", "do", "else", "!"):
-            toks = toks[1:]
-            continue
-        base = head.rsplit("/", 1)[-1]
-        if base in WRAPPERS:
-            toks = toks[1:]
-            # drop the wrapper's own options and numeric arguments (timeout 30, nice -n 5)
-            while toks and (toks[0].startswith("-") or toks[0].replace(".", "").isdigit()
-                            or (base in ("timeout",) and re.fullmatch(r"\d+[smhd]?", toks[0]))):
-                toks = toks[1:]
-            continue
-        return base, tuple(toks[1:])
-    return "", ()
 
 
 _SHELLISH = re.compile(r"bash|shell|exec|powershell|pwsh|terminal|command|cmd|monitor", re.I)

@@ -7,13 +7,14 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from forensics.model import AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn, UserTurn
-from forensics.processes import (
+from forensics.analysis.shell import split_pipelines
+from forensics.analysis.ledger import (
     Knowledge,
     State,
     normalize,
     port_of,
     server_of,
-    split_pipelines,
+
     track,
 )
 from forensics.rules import registry
@@ -77,7 +78,7 @@ SEED = ("export CUDA_HOME=/usr/local/cuda-13.0 && export PATH=\"/x:$PATH\" && "
     ("npm run dev &>/tmp/x.log", "npm run dev"),
 ])
 def test_normalize(command: str, expected: str) -> None:
-    assert normalize(command) == expected
+    assert normalize(command, KNOW.inert) == expected
 
 
 WORD = st.from_regex(r"[a-z][a-z0-9_.:/-]{0,8}", fullmatch=True)
@@ -99,15 +100,15 @@ def test_normalize_ignores_env_wrappers_and_redirections(bare, env, redirect, pr
                            "caffeinate", "unbuffer", "set"):
         bare = "run " + bare
     command = f"{prefix}{env} {bare} {redirect}{suffix}"
-    assert normalize(command) == normalize(bare)
+    assert normalize(command, KNOW.inert) == normalize(bare, KNOW.inert)
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("ab =-&;|>'\"$()\n\\12")), max_size=40))
 @example(command=">1 a=")  # a redirection before the env prefix
 def test_normalize_is_idempotent(command: str) -> None:
-    once = normalize(command)
-    assert normalize(once) == once
+    once = normalize(command, KNOW.inert)
+    assert normalize(once, KNOW.inert) == once
 
 
 # -- ports and servers -------------------------------------------------------------------------

@@ -1,0 +1,153 @@
+"""How each tool result ended: the one place that says ok, failed how, probe, aborted, timed out.
+
+The format's own status comes first (aborted, timed out, killed by a signal, a non-zero exit, an
+error flag); then output that plainly reports death; then, for a rule that knows them, probes
+(a non-zero exit that answers a question) and status lines reported only in the text. A rule
+with its own lists passes them as ``OutcomeRules``; everyone else gets the shared ones
+(``rules/analysis.toml``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Literal
+
+from forensics.analysis.knowledge import shared
+from forensics.analysis.text import edges, shorten
+from forensics.model import ToolResultTurn
+
+OutcomeKind = Literal["ok", "failed", "probe", "aborted", "timed_out"]
+Cause = Literal["", "death", "signal", "exit", "error", "text", "timeout", "abort"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one tool result ended, and the words that show it."""
+
+    kind: OutcomeKind
+    cause: Cause = ""
+    """Why it failed: death in the output, a signal, an exit status, an error flag, a status
+    line in the text; ``timeout`` / ``abort`` for those kinds."""
+    words: str = ""
+    """The words that prove it: the death line, the status line, the error text."""
+    exit_code: int | None = None
+
+    @property
+    def failed(self) -> bool:
+        """Failed or timed out (aborted and probes are not failures)."""
+        return self.kind in ("failed", "timed_out")
+
+    def status(self) -> str:
+        """How it ended in one or two words (``killed``, ``timed out``, ``exit 1``, ``error``);
+        empty when it did not fail."""
+        if self.kind in ("aborted", "timed_out"):
+            return {"aborted": "aborted", "timed_out": "timed out"}[self.kind]
+        return {"death": "killed", "signal": "killed", "exit": f"exit {self.exit_code}",
+                "error": "error", "text": "failed"}.get(self.cause, "")
+
+    def describe(self) -> str:
+        """How it ended, as a verb phrase: ``exited with status 1``, ``was killed by a signal``."""
+        if self.kind == "aborted":
+            return "was aborted"
+        if self.kind == "timed_out":
+            return "was killed at the harness timeout"
+        if self.cause == "death":
+            return f"output reports `{self.words}`"
+        if self.cause == "signal":
+            return "was killed by a signal"
+        if self.cause == "exit":
+            return f"exited with status {self.exit_code}"
+        if self.cause == "error":
+            return f"failed: {shorten(self.words, 80)}" if self.words.strip() else "failed"
+        if self.cause == "text":
+            return f"reported `{shorten(self.words, 60)}`"
+        if self.kind == "probe":
+            return "answered a probe"
+        return "succeeded" if self.exit_code == 0 else "came back"
+
+
+@dataclass(frozen=True)
+class OutcomeRules:
+    """A rule's own lists for judging results (defaults: the shared death list only)."""
+
+    death: re.Pattern[str] | None
+    death_words: tuple[str, ...] = ()
+    """Words one of which the output must hold for ``death`` to be tried (speed); empty: any."""
+    exit_text: re.Pattern[str] | None = None
+    failure_text: re.Pattern[str] | None = None
+    is_probe: Callable[[str], bool] | None = None
+
+
+@cache
+def shared_rules() -> OutcomeRules:
+    return OutcomeRules(death=any_of(shared()["death_patterns"]))
+
+
+def any_of(patterns: Sequence[str]) -> re.Pattern[str] | None:
+    """One multiline regex from many; a leading ``(?i)`` stays local to its pattern."""
+    alts = []
+    for p in patterns:
+        p = p.removeprefix("(?m)")
+        alts.append(f"(?i:{p[4:]})" if p.startswith("(?i)") else f"(?:{p})")
+    return re.compile("|".join(alts), re.MULTILINE) if alts else None
+
+
+def outcome(result: ToolResultTurn, command: str | None = None,
+            rules: OutcomeRules | None = None, *, status_in_text_only: bool = False) -> Outcome:
+    """How ``result`` ended. ``command``: the script its call ran (for probes);
+    ``status_in_text_only``: the format records no exit status (Codex), so failure lines in
+    the text count."""
+    rules = rules or shared_rules()
+    if result.aborted:
+        return Outcome("aborted", "abort")
+    text = result.error or result.output
+    output = result.output
+    if output and rules.death is not None and (
+            not rules.death_words or any(w in output for w in rules.death_words)):
+        # without a rule's prefilter words, look where a death line stands: head and tail
+        died = rules.death.search(output if rules.death_words else edges(output, 4000))
+        if died:
+            return Outcome("failed", "death", died.group(0).strip(), result.exit_code)
+    if command and rules.is_probe is not None and rules.is_probe(command):
+        return Outcome("probe", exit_code=result.exit_code)
+    if result.timed_out:
+        return Outcome("timed_out", "timeout", exit_code=result.exit_code)
+    if result.killed:
+        return Outcome("failed", "signal", exit_code=result.exit_code)
+    if result.exit_code not in (None, 0):
+        return Outcome("failed", "exit", exit_code=result.exit_code)
+    if result.is_error:
+        return Outcome("failed", "error", text)
+    if result.exit_code is None and text and (rules.exit_text or rules.failure_text):
+        # a harness's status line sits at the start or the end of the output
+        ends = text if len(text) <= 1200 else f"{text[:600]}\n{text[-600:]}"
+        m = (rules.exit_text.search(ends) if rules.exit_text else None) or (
+            status_in_text_only and rules.failure_text and rules.failure_text.search(text))
+        if m:
+            return Outcome("failed", "text", m.group(0).strip())
+    return Outcome("ok", exit_code=result.exit_code)
+
+
+@cache
+def _telling() -> re.Pattern[str] | None:
+    return any_of(shared()["telling_patterns"])
+
+
+_REMINDER = re.compile(r"<system-reminder>.*?(?:</system-reminder>|\Z)", re.S)
+_TAG_ONLY = re.compile(r"^\s*</?[\w:-]+>\s*$")  # harness wrappers such as </shell_metadata>
+
+
+def telling_lines(text: str, limit: int = 3, *, fallback: int | None = None) -> list[str]:
+    """The lines of an output that report the failure, or its last ``fallback`` lines (default
+    ``limit``) if none do. Harness reminders appended to outputs are not the tool's words."""
+    if "<system-reminder>" in (text or ""):
+        text = _REMINDER.sub("", text)
+    lines = [ln.rstrip() for ln in (text or "").splitlines()
+             if len(re.findall(r"\w", ln)) >= 3 and not _TAG_ONLY.match(ln)]
+    telling = _telling()
+    hits = [ln for ln in lines if telling is not None and telling.search(ln)]
+    chosen = hits[-limit:] if hits else lines[-(fallback or limit):]
+    return [shorten(ln, 200) for ln in chosen]
