@@ -10,6 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from forensics.rules import registry
+
 from conftest import FIXTURES, REPO
 from forensics.resources import sample_session
 
@@ -135,8 +137,13 @@ def test_rules_command_documents_a_rule() -> None:
     assert proc.returncode == 0
     assert "ignored-tool-error" in proc.stdout and "probe_commands" in proc.stdout
     listing = run("rules")
-    assert [l.split()[0] for l in listing.stdout.splitlines()] == [
-        "FX001", "FX002", "FX003", "FX004"]
+    rows = [line.split() for line in listing.stdout.splitlines()]
+    assert [r[0] for r in rows] == sorted(registry())
+    kinds = {r[0]: r[2] for r in rows}
+    assert kinds["FX003"] == "rule"
+    assert {kinds["FX101"], kinds["FX102"], kinds["FX103"]} == {"harness"}
+    harness = run("rules", "FX103")
+    assert "context-compaction" in harness.stdout and "Kind: harness event" in harness.stdout
 
 
 def test_folder_without_sessions_exits_two(tmp_path: Path) -> None:

@@ -27,6 +27,9 @@ RuleFunc = Callable[..., Iterator[Finding]]
 
 _IMPLEMENTATIONS: dict[str, RuleFunc] = {}
 
+KINDS = ("rule", "harness")
+"""What a rule file's ``kind`` may say; ``rule`` when it says nothing."""
+
 
 def rule(code: str) -> Callable[[RuleFunc], RuleFunc]:
     """Register the detection function for rule ``code`` (its metadata lives in rules/)."""
@@ -63,6 +66,13 @@ class RuleSpec:
     func: RuleFunc = field(repr=False, compare=False)
     examples: tuple[Example, ...] = ()
     path: str = ""
+    kind: str = "rule"
+    """``rule`` (the assistant's mistake) or ``harness`` (an event of the harness worth a row:
+    an abort, a provider error, a compaction; never a reason for exit status 1)."""
+
+    @property
+    def is_harness(self) -> bool:
+        return self.kind == "harness"
 
     def run(self, session: Session, params: dict[str, Any] | None = None) -> Iterator[Finding]:
         return self.func(session, **(params if params is not None else self.params))
@@ -95,6 +105,9 @@ def _load_spec(path, func: RuleFunc | None) -> RuleSpec:
         raise RuleError(f"{where}: file name must be {code}-{slug}.toml")
     if func is None:
         raise RuleError(f"{where}: no implementation registered for {code}")
+    kind = data.get("kind", "rule")
+    if kind not in KINDS:
+        raise RuleError(f"{where}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
     params = dict(data.get("params", {}))
     expected = _keyword_params(func)
     if set(params) != expected:
@@ -120,6 +133,7 @@ def _load_spec(path, func: RuleFunc | None) -> RuleSpec:
         func=func,
         examples=examples,
         path=where,
+        kind=kind,
     )
 
 
