@@ -32,7 +32,10 @@ def test_text_output_names_rule_anchor_and_severity() -> None:
     lines = [l for l in proc.stdout.splitlines() if relaunch in l]
     assert any("HIGH" in l and "FX002" in l and "duplicate-launch" in l for l in lines)
     assert any("FX003" in l for l in lines)
-    assert proc.stdout.rstrip().endswith("3 incidents in 1 session")
+    correction = ANCHORS["seed_000_duplicate_launch"]["correction"]
+    assert any("MEDIUM" in l and "FX008" in l and correction in l
+               for l in proc.stdout.splitlines())
+    assert proc.stdout.rstrip().endswith("4 incidents in 1 session")
     assert proc.stderr == ""
 
 
@@ -53,6 +56,7 @@ def test_json_contract() -> None:
         ("FX001", ANCHORS["seed_000_duplicate_launch"]["empty"]),
         ("FX002", ANCHORS["seed_000_duplicate_launch"]["relaunch"]),
         ("FX003", ANCHORS["seed_000_duplicate_launch"]["relaunch"]),
+        ("FX008", ANCHORS["seed_000_duplicate_launch"]["correction"]),
     ])
 
 

@@ -23,15 +23,12 @@ def provider_error(session: Session, *, error_kinds: Mapping[str, Sequence[str]]
                    ) -> Iterator[Finding]:
     kinds = [(name, re.compile("|".join(f"(?:{w})" for w in words), re.I))
              for name, words in error_kinds.items() if words]
-    shown = {t.anchor for t in session.turns
-             if isinstance(t, EventTurn) and t.event == "api_error"}
-
     def wanted(turn) -> bool:
         if isinstance(turn, EventTurn):
             return turn.event in ("api_error", "retry")
         # an error carried only by the message, with no event record of its own
         return (isinstance(turn, AssistantTurn) and turn.error is not None and not turn.aborted
-                and turn.anchor not in shown)
+                and not _event_follows(session, turn))
 
     for run in event_runs(session, wanted):
         errors = [t for t in run if not (isinstance(t, EventTurn) and t.event == "retry")]
@@ -40,6 +37,12 @@ def provider_error(session: Session, *, error_kinds: Mapping[str, Sequence[str]]
             groups[0] = [t for t in run if t.ordinal <= errors[0].ordinal]
         for group in groups:
             yield _finding(group, kinds)
+
+
+def _event_follows(session: Session, turn: AssistantTurn) -> bool:
+    """The harness wrote the same error as an event of its own right after the message."""
+    nxt = session.turns[turn.ordinal] if turn.ordinal < len(session.turns) else None
+    return isinstance(nxt, EventTurn) and nxt.event == "api_error"
 
 
 def _finding(group, kinds) -> Finding:

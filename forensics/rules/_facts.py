@@ -1,0 +1,125 @@
+"""Facts about a session that the "did it really work?" rules (FX005-FX008) establish.
+
+Kept in one small module so that they can move into the shared analysis later: word-list
+matching in many languages, what a command checks (tests, build, lint, …) and whether its run
+passed, which files an edit touched, and how a failure reads.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from forensics.model import AssistantTurn, Session, ToolCall, ToolResultTurn, Turn, UserTurn
+from forensics.shell import command_of, program, split_commands
+
+# -- words ------------------------------------------------------------------------------------
+
+
+def phrase_pattern(words: Iterable[str], *, anchored: bool = False) -> re.Pattern[str] | None:
+    """Any of the phrases, case-insensitive. ASCII phrases match at word boundaries; phrases in
+    other scripts (Chinese, Japanese, Korean…) match anywhere. ``anchored``: at the start."""
+    alts = []
+    for w in sorted({w for w in words if w.strip()}, key=len, reverse=True):
+        esc = re.escape(w.lower()).replace(r"\ ", r"\s+")
+        if w.isascii() and w[:1].isalnum():
+            esc = rf"\b{esc}"
+        if w.isascii() and w[-1:].isalnum():
+            esc = rf"{esc}\b"
+        alts.append(esc)
+    if not alts:
+        return None
+    body = "|".join(alts)
+    return re.compile(rf"^(?:{body})" if anchored else body, re.I)
+
+
+@lru_cache(maxsize=64)
+def cached_pattern(words: tuple[str, ...], anchored: bool = False) -> re.Pattern[str] | None:
+    return phrase_pattern(words, anchored=anchored)
+
+
+def any_phrase(words: Sequence[str], text: str) -> re.Match[str] | None:
+    pattern = cached_pattern(tuple(words))
+    return pattern.search(text) if pattern is not None else None
+
+
+_LEAD = re.compile(r"^[\s>*_`'\"“”‘’«»(\[@#-]+")
+
+
+def opening(text: str, size: int = 120) -> str:
+    """The first words of a message, lower-cased, without quote marks or markdown."""
+    return _LEAD.sub("", text.strip()[:size].lower())
+
+
+_QUESTION_END = re.compile(r"[?？]\s*[)\]*_`'\"]*\s*$")
+
+
+def asks_question(text: str) -> bool:
+    """Does the text end by asking the user something (its last paragraph ends with ``?``)."""
+    tail = text.strip().rsplit("\n\n", 1)[-1].strip()
+    if _QUESTION_END.search(tail):
+        return True
+    last_line = tail.splitlines()[-1] if tail else ""
+    return bool(_QUESTION_END.search(last_line))
+
+
+# -- the exchange before a user message ---------------------------------------------------------
+
+
+def exchange_before(session: Session, user: UserTurn) -> list[Turn]:
+    """Turns between the previous message the user typed and this one."""
+    out: list[Turn] = []
+    for prev in reversed(session.turns[: user.ordinal - 1]):
+        if isinstance(prev, UserTurn):
+            break
+        out.append(prev)
+    out.reverse()
+    return out
+
+
+def commands(turn: AssistantTurn) -> list[tuple[ToolCall, str]]:
+    return [(c, cmd) for c in turn.tool_calls if (cmd := command_of(c))]
+
+
+def matches_any(patterns: Sequence[re.Pattern[str]], text: str) -> bool:
+    return any(p.search(text) for p in patterns)
+
+
+def compile_all(patterns: Iterable[str]) -> list[re.Pattern[str]]:
+    return [re.compile(p, re.I | re.M) for p in patterns]
+
+
+def simple_commands(command: str) -> tuple[str, ...]:
+    return split_commands(command)
+
+
+def main_program(simple: str) -> str:
+    return program(simple)[0]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a run ended, from the format's own status."""
+
+    passed: bool
+    why: str
+
+
+def outcome(result: ToolResultTurn | None) -> Outcome | None:
+    if result is None or result.aborted:
+        return None
+    if result.timed_out:
+        return Outcome(False, "timed out")
+    if result.killed:
+        return Outcome(False, "was killed")
+    if result.exit_code not in (None, 0):
+        return Outcome(False, f"exited {result.exit_code}")
+    if result.is_error:
+        return Outcome(False, "failed")
+    return Outcome(True, "passed")
+
+
+def lookup(table: Mapping[str, Sequence[str]], key: str) -> Sequence[str]:
+    return table.get(key, ())
