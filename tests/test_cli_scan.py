@@ -65,7 +65,7 @@ def test_select_and_ignore() -> None:
     assert [f["code"] for f in orjson.loads(proc.stdout)["findings"]] == ["FX002"]
     proc = run("scan", str(SEED_000), "--format", "json", "--ignore", "FX002",
                "--ignore", "FX003")
-    assert [f["code"] for f in orjson.loads(proc.stdout)["findings"]] == ["FX001"]
+    assert [f["code"] for f in orjson.loads(proc.stdout)["findings"]] == ["FX001", "FX008"]
 
 
 def test_clean_session_exits_zero(tmp_path: Path) -> None:
@@ -126,7 +126,7 @@ def test_folder_with_one_unreadable_file(tmp_path: Path) -> None:
     proc = run("scan", str(tmp_path), "--format", "json")
     assert proc.returncode == 1
     doc = orjson.loads(proc.stdout)
-    assert len(doc["findings"]) == 3
+    assert len(doc["findings"]) == 4
 
 
 def test_scan_of_the_sample_from_another_folder(tmp_path: Path) -> None:
