@@ -123,3 +123,60 @@ def outcome(result: ToolResultTurn | None) -> Outcome | None:
 
 def lookup(table: Mapping[str, Sequence[str]], key: str) -> Sequence[str]:
     return table.get(key, ())
+
+
+# -- runs of tool calls ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Run:
+    """One tool call and what came of it."""
+
+    turn: AssistantTurn
+    call: ToolCall
+    result: ToolResultTurn | None
+    command: str | None
+    """The shell script the call ran, if it ran one."""
+
+
+def runs(session: Session) -> list[Run]:
+    """Every tool call in order, with its result (None when it never came back)."""
+    out = []
+    for turn in session.turns:
+        if isinstance(turn, AssistantTurn):
+            for call in turn.tool_calls:
+                out.append(Run(turn, call, session.result_for(call), command_of(call)))
+    return out
+
+
+def normalized_command(command: str) -> str:
+    """A script in comparable form: per pipeline, whitespace folded and environment prefixes,
+    wrappers and redirections taken off (``forensics.processes.strip_command``)."""
+    from forensics.processes import strip_command
+    from forensics.shell import split_pipelines
+
+    parts = []
+    for pipe in split_pipelines(command):
+        tokens, _env, _notes = strip_command(pipe.text)
+        if tokens:
+            parts.append(" ".join(tokens))
+    return " ; ".join(parts)
+
+
+_DIGITS = re.compile(r"\d+")
+_HEX = re.compile(r"\b0x[0-9a-f]+\b|\b[0-9a-f]{8,}\b", re.I)
+
+
+def failure_kind(result: ToolResultTurn, error_line: re.Pattern[str]) -> str:
+    """What kind of failure a result reports: its first error line with numbers, hex ids and
+    quoted values folded, else its status."""
+    text = result.error or result.output or ""
+    m = error_line.search(text[:4000]) or error_line.search(text[-4000:])
+    if m:
+        line = m.group(0).strip()[:160]
+        return _DIGITS.sub("N", _HEX.sub("H", line))
+    if result.timed_out:
+        return "timed out"
+    if result.killed:
+        return "killed"
+    return f"exit {result.exit_code}" if result.exit_code is not None else "error"
