@@ -36,10 +36,12 @@ from forensics.rules import _load_spec, registry, resolve
 def test_every_rule_file_is_joined_to_its_code() -> None:
     specs = registry()
     assert [s.code for s in specs.values()] == [
-        "FX001", "FX002", "FX003", "FX004", "FX006", "FX007", "FX008", "FX101", "FX102", "FX103"]
+        "FX001", "FX002", "FX003", "FX004", "FX005", "FX006", "FX007", "FX008",
+        "FX101", "FX102", "FX103"]
     assert [s.slug for s in specs.values()] == [
         "empty-response", "duplicate-launch", "ignored-tool-error", "user-resend",
-        "retry-loop", "dangling-call", "user-correction", "interrupted-turn", "provider-error", "context-compaction"]
+        "unverified-claim", "retry-loop", "dangling-call", "user-correction",
+        "interrupted-turn", "provider-error", "context-compaction"]
     assert {s.code for s in specs.values() if s.kind == "harness"} == {"FX101", "FX102", "FX103"}
     assert all(s.severity == "low" for s in specs.values() if s.is_harness)
     for spec in specs.values():
@@ -115,7 +117,8 @@ def test_rule_files_ship_with_the_code() -> None:
     names = sorted(p.name for p in rules_dir().glob("FX*.toml"))
     assert names == ["FX001-empty-response.toml", "FX002-duplicate-launch.toml",
                      "FX003-ignored-tool-error.toml", "FX004-user-resend.toml",
-                     "FX006-retry-loop.toml", "FX007-dangling-call.toml",
+                     "FX005-unverified-claim.toml", "FX006-retry-loop.toml",
+                     "FX007-dangling-call.toml",
                      "FX008-user-correction.toml",
                      "FX101-interrupted-turn.toml", "FX102-provider-error.toml",
                      "FX103-context-compaction.toml"]

@@ -180,3 +180,68 @@ def failure_kind(result: ToolResultTurn, error_line: re.Pattern[str]) -> str:
     if result.killed:
         return "killed"
     return f"exit {result.exit_code}" if result.exit_code is not None else "error"
+
+
+# -- what a command checks, and what an edit touched ------------------------------------------------
+
+
+def launch_knowledge():
+    """What starts a server, from the duplicate-launch rule file (one list for every rule)."""
+    from forensics.processes import Knowledge
+    from forensics.rules import registry
+
+    return Knowledge.build(**registry()["FX002"].params)
+
+
+def check_kinds(command: str, patterns: Mapping[str, Sequence[re.Pattern[str]]],
+                server_kind: str | None = "server") -> set[str]:
+    """The kinds of check (test, build, lint, …) a script runs, per simple command."""
+    from forensics.processes import server_of
+
+    kinds: set[str] = set()
+    for simple in split_commands(command):
+        forms = (simple, _RUNNER.sub("", simple, count=1))
+        for kind, pats in patterns.items():
+            if any(p.search(form) for p in pats for form in forms):
+                kinds.add(kind)
+    if server_kind and server_of(command, launch_knowledge()):
+        kinds.add(server_kind)
+    return kinds
+
+
+_RUNNER = re.compile(r"^(?:npx|bunx|pnpx|pnpm\s+(?:exec|dlx)|yarn\s+(?:exec|dlx)|pnpm|yarn|bun"
+                     r"|poetry\s+run|uv\s+run|pipenv\s+run|pdm\s+run|bundle\s+exec)\s+(?:--\S+\s+)*")
+"""A package runner in front of the tool it runs (``pnpm vitest``, ``uv run pytest``)."""
+
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", re.M)
+_REDIRECT_TARGET = re.compile(r"(?<![<>&\d=-])>>?\s*([^\s;&|>()'\"]+)")
+_SED_INPLACE = re.compile(r"\bsed\s+-i\S*\s+.*?(\S+)\s*$")
+
+
+def edited_files(call: ToolCall, edit_tools: frozenset[str]) -> list[str] | None:
+    """Files a call writes, or None when it writes nothing known. ``[]``: an edit, file unknown."""
+    name = call.name.lower()
+    if name in edit_tools:
+        files = [v for k in ("file_path", "filePath", "path", "filename", "notebook_path")
+                 if isinstance(v := call.input.get(k), str) and v]
+        for key in ("patch", "input", "content", "patchText"):
+            text = call.input.get(key)
+            if isinstance(text, str) and "*** " in text:
+                files.extend(m.strip() for m in _PATCH_FILE.findall(text))
+        return files
+    command = command_of(call)
+    if not command:
+        return None
+    if "apply_patch" in command:
+        return [m.strip() for m in _PATCH_FILE.findall(command)]
+    files: list[str] = []
+    for simple in split_commands(command):
+        if re.match(r"^sed\s+-i", simple):
+            m = _SED_INPLACE.search(simple)
+            files.append(m.group(1) if m else "")
+        for m in _REDIRECT_TARGET.finditer(simple):
+            target = m.group(1).strip("'\"")
+            if not target.startswith(("/dev/", "/tmp/", "&")) and not target.endswith(
+                    (".log", ".out", ".txt")):
+                files.append(target)
+    return files or None
