@@ -56,6 +56,8 @@ def test_each_check_pattern_compiles_and_names_its_kind(kind: str, pattern: str)
     ("kubectl rollout status deploy/api", {"deploy"}), ("curl -s localhost:8000/health", {"server"}),
     ("cd web && npm run lint && npm test", {"lint", "test"}), ("ls -la", set()),
     ("uvicorn app:app --port 8000", {"server"}),
+    ("COREPACK_ENABLE_PROJECT_SPEC=0 pnpm build 2>&1 | tail -60", {"build"}),
+    ("CI=1 timeout 300 npx vitest run", {"test"}), ("sudo docker build .", {"build"}),
 ])
 def test_commands_are_read_as_checks(command: str, kinds: set[str]) -> None:
     patterns = {k: compile_all(v) for k, v in SPEC.params["check_commands"].items()}

@@ -196,11 +196,12 @@ def launch_knowledge():
 def check_kinds(command: str, patterns: Mapping[str, Sequence[re.Pattern[str]]],
                 server_kind: str | None = "server") -> set[str]:
     """The kinds of check (test, build, lint, …) a script runs, per simple command."""
-    from forensics.processes import server_of
+    from forensics.processes import server_of, strip_command
 
     kinds: set[str] = set()
     for simple in split_commands(command):
-        forms = (simple, _RUNNER.sub("", simple, count=1))
+        bare = " ".join(strip_command(simple)[0]) or simple  # env prefixes, wrappers, redirects
+        forms = (simple, bare, _RUNNER.sub("", bare, count=1))
         for kind, pats in patterns.items():
             if any(p.search(form) for p in pats for form in forms):
                 kinds.add(kind)
