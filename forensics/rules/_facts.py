@@ -149,6 +149,7 @@ def runs(session: Session) -> list[Run]:
     return out
 
 
+@lru_cache(maxsize=4096)
 def normalized_command(command: str) -> str:
     """A script in comparable form: per pipeline, whitespace folded and environment prefixes,
     wrappers and redirections taken off (``forensics.processes.strip_command``)."""
@@ -185,6 +186,7 @@ def failure_kind(result: ToolResultTurn, error_line: re.Pattern[str]) -> str:
 # -- what a command checks, and what an edit touched ------------------------------------------------
 
 
+@lru_cache(maxsize=1)
 def launch_knowledge():
     """What starts a server, from the duplicate-launch rule file (one list for every rule)."""
     from forensics.processes import Knowledge

@@ -37,7 +37,6 @@ from forensics.timeline import shorten
 _CODE_BLOCK = re.compile(r"```.*?```", re.S)
 _QUOTED_LINES = re.compile(r"^\s*>.*$", re.M)
 """Blockquotes: text the assistant drafted or quoted for the user, not its own claims."""
-_SENTENCE = re.compile(r"[^.!?。！？\n]+[.!?。！？]?")
 
 
 @dataclass
@@ -64,7 +63,7 @@ def unverified_claim(
     output_success: Mapping[str, Sequence[str]],
 ) -> Iterator[Finding]:
     patterns = {k: compile_all(v) for k, v in check_commands.items()}
-    claims = {k: cached_pattern(tuple(v)) for k, v in check_claims.items() if v}
+    claims = {k: tuple(w.lower() for w in v) for k, v in check_claims.items() if v}
     hedge = cached_pattern(tuple(hedges))
     negation = cached_pattern(tuple(negations))
     reported = cached_pattern(tuple(user_reports))
@@ -73,15 +72,18 @@ def unverified_claim(
     delegates = frozenset(t.lower() for t in delegate_tools)
     uncovered = compile_all(uncovered_files)
     markers = {k: cached_pattern(tuple(v)) for k, v in output_success.items() if v}
+    claimed = [(turn, found) for turn in session.turns
+               if isinstance(turn, AssistantTurn) and turn.text.strip() and not turn.error
+               and (found := _claims(turn.text, claims, hedge, negation, reported))]
+    if not claimed:
+        return
     all_runs = runs(session)
-    kinds_of = {id(r): (check_kinds(r.command, patterns) if r.command else set())
+    wanted = {c.kind for _t, found in claimed for c in found}
+    relevant = {k: v for k, v in patterns.items() if k in wanted}
+    kinds_of = {id(r): (check_kinds(r.command, relevant, "server" if "server" in wanted else None)
+                        if r.command else set())
                 for r in all_runs}
-    for turn in session.turns:
-        if not isinstance(turn, AssistantTurn) or not turn.text.strip() or turn.error:
-            continue
-        found = _claims(turn.text, claims, hedge, negation, reported)
-        if not found:
-            continue
+    for turn, found in claimed:
         verdicts = [v for c in found
                     if (v := _judge(session, turn, c, all_runs, kinds_of, probes, editors,
                                     delegates, uncovered, claims, edit_sensitive, markers))
@@ -91,25 +93,34 @@ def unverified_claim(
 
 
 def _claims(text, claims, hedge, negation, reported) -> list[_Claim]:
+    body = _QUOTED_LINES.sub(" ", _CODE_BLOCK.sub(" ", text)).lower()
+    hits = []
+    for kind, phrases in claims.items():
+        present = tuple(p for p in phrases if p in body)  # substring first: regexes are slow
+        pattern = cached_pattern(present) if present else None
+        if pattern is not None:
+            hits.extend((kind, m) for m in pattern.finditer(body))
     out: list[_Claim] = []
-    body = _QUOTED_LINES.sub(" ", _CODE_BLOCK.sub(" ", text))
-    for m in _SENTENCE.finditer(body):
-        sentence = m.group(0).strip()
-        low = sentence.lower()
-        if not low or low.endswith(("?", "？")):
+    for kind, hit in sorted(hits, key=lambda h: h[1].start()):
+        start = max(body.rfind(c, 0, hit.start()) for c in ".!?。！？\n") + 1
+        ends = [i for c in ".!?。！？\n" if (i := body.find(c, hit.end())) != -1]
+        end = min(ends) + 1 if ends else len(body)
+        sentence = body[start:end].strip()
+        if sentence.endswith(("?", "？")) or kind in {c.kind for c in out}:
             continue
-        if (hedge and hedge.search(low)) or (reported and reported.search(low)):
+        if (hedge and hedge.search(sentence)) or (reported and reported.search(sentence)):
             continue
-        for kind, pattern in claims.items():
-            hit = pattern.search(low) if pattern is not None else None
-            if hit is None:
-                continue
-            before = low[max(0, hit.start() - 25):hit.start()]
-            if negation is not None and negation.search(before):
-                continue
-            if kind not in {c.kind for c in out}:
-                out.append(_Claim(kind, sentence, hit.group(0)))
+        before = body[max(start, hit.start() - 25):hit.start()]
+        if negation is not None and negation.search(before):
+            continue
+        out.append(_Claim(kind, _original(text, sentence), hit.group(0)))
     return out
+
+
+def _original(text: str, lowered: str) -> str:
+    """The sentence as written (the search ran on lower case)."""
+    at = text.lower().find(lowered)
+    return text[at:at + len(lowered)] if at != -1 else lowered
 
 
 def _judge(session, turn, claim, all_runs, kinds_of, probes, editors, delegates, uncovered,
@@ -148,7 +159,8 @@ def _judge(session, turn, claim, all_runs, kinds_of, probes, editors, delegates,
 def _user_reported(session, turn, claim, claims, done) -> bool:
     """The user said the check passed (after the last run the assistant made)."""
     since = done[-1][0].turn.ordinal if done else 0
-    pattern = claims.get(claim.kind)
+    phrases = claims.get(claim.kind)
+    pattern = cached_pattern(phrases) if phrases else None
     for t in session.turns[since:turn.ordinal - 1]:
         if isinstance(t, UserTurn) and pattern is not None and pattern.search(t.text.lower()):
             return True

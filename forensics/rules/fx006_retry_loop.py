@@ -54,7 +54,7 @@ def retry_loop(
         user_between = _user_between(session, last_user, run.turn.ordinal)
         last_user = run.turn.ordinal
         state = outcome(run.result)
-        identity = _identity(run)
+        identity = _identity(run) if (loop or (state is not None and not state.passed)) else ""
         if loop and user_between:
             yield from finish()
             loop, key = [], None
