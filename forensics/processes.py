@@ -365,6 +365,9 @@ def strip_command(text: str) -> tuple[list[str], dict[str, str], dict[str, Any]]
                 notes["logs"].add(target)
             i += 1
             continue
+        if tok in ("&", "disown"):  # also a leading PowerShell call operator (`& a=`)
+            i += 1
+            continue
         if leading:
             if tok == "export" or tok in ("sudo",) and i + 1 < len(tokens):
                 i += 1
@@ -405,9 +408,6 @@ def strip_command(text: str) -> tuple[list[str], dict[str, str], dict[str, Any]]
                     i += 1
                 continue
             leading = False
-        if tok in ("&", "disown"):
-            i += 1
-            continue
         out.append(tok)
         i += 1
     # ``| tee file`` stages: the file is a log, the stage is not part of the command.

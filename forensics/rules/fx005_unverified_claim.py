@@ -35,6 +35,8 @@ from forensics.shell import split_commands
 from forensics.timeline import shorten
 
 _CODE_BLOCK = re.compile(r"```.*?```", re.S)
+_BOUNDARY = re.compile(r"[.!?](?=\s|$)|[。！？\n]")
+"""Where a sentence ends: a full stop before a space (not the one in ``main.rs``), CJK stops."""
 _QUOTED_LINES = re.compile(r"^\s*>.*$", re.M)
 """Blockquotes: text the assistant drafted or quoted for the user, not its own claims."""
 
@@ -102,10 +104,9 @@ def _claims(text, claims, hedge, negation, reported) -> list[_Claim]:
             hits.extend((kind, m) for m in pattern.finditer(body))
     out: list[_Claim] = []
     for kind, hit in sorted(hits, key=lambda h: h[1].start()):
-        start = max(body.rfind(c, 0, hit.start()) for c in ".!?。！？\n") + 1
-        ends = [i for c in ".!?。！？\n" if (i := body.find(c, hit.end())) != -1]
-        end = min(ends) + 1 if ends else len(body)
-        sentence = body[start:end].strip()
+        start = max((m.end() for m in _BOUNDARY.finditer(body, 0, hit.start())), default=0)
+        after = _BOUNDARY.search(body, hit.end())
+        sentence = body[start:after.end() if after else len(body)].strip()
         if sentence.endswith(("?", "？")) or kind in {c.kind for c in out}:
             continue
         if (hedge and hedge.search(sentence)) or (reported and reported.search(sentence)):
