@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from forensics.model import AssistantTurn, Session, ToolCall, ToolResultTurn, Turn, UserTurn
-from forensics.shell import command_of, program, split_commands
+from forensics.shell import command_of, split_commands
 
 # -- words ------------------------------------------------------------------------------------
 
@@ -40,9 +40,6 @@ def cached_pattern(words: tuple[str, ...], anchored: bool = False) -> re.Pattern
     return phrase_pattern(words, anchored=anchored)
 
 
-def any_phrase(words: Sequence[str], text: str) -> re.Match[str] | None:
-    pattern = cached_pattern(tuple(words))
-    return pattern.search(text) if pattern is not None else None
 
 
 _LEAD = re.compile(r"^[\s>*_`'\"“”‘’«»(\[@#-]+")
@@ -91,12 +88,8 @@ def compile_all(patterns: Iterable[str]) -> list[re.Pattern[str]]:
     return [re.compile(p, re.I | re.M) for p in patterns]
 
 
-def simple_commands(command: str) -> tuple[str, ...]:
-    return split_commands(command)
 
 
-def main_program(simple: str) -> str:
-    return program(simple)[0]
 
 
 @dataclass(frozen=True)
@@ -121,8 +114,6 @@ def outcome(result: ToolResultTurn | None) -> Outcome | None:
     return Outcome(True, "passed")
 
 
-def lookup(table: Mapping[str, Sequence[str]], key: str) -> Sequence[str]:
-    return table.get(key, ())
 
 
 # -- runs of tool calls ---------------------------------------------------------------------------

@@ -43,9 +43,3 @@ def last_assistant_before(session: Session, ordinal: int) -> AssistantTurn | Non
             return prev
     return None
 
-
-def previous_user(session: Session, ordinal: int) -> UserTurn | None:
-    for prev in reversed(session.turns[: ordinal - 1]):
-        if isinstance(prev, UserTurn):
-            return prev
-    return None
