@@ -1,13 +1,14 @@
 """User configuration: which rules run and with which parameters.
 
-Read from ``forensics.toml`` (top level) or ``[tool.forensics]`` in ``pyproject.toml``::
+Read from the nearest ``forensics.toml`` (top level) or ``[tool.forensics]`` in
+``pyproject.toml``, in the working folder or above it::
 
     select = ["FX001", "duplicate-launch"]
     ignore = ["user-resend"]
 
     [rules.duplicate-launch]            # by slug or code
     default_ports = { myserver = 9000 } # replaces the rule file's value
-    extend-server_commands = ["my-daemon"]  # appends to a list parameter
+    extend-server_commands = { my-daemon = 'my-daemon +serve' }  # adds to a table
 
 Every key is checked against the rule's ``[params]`` on load; a typo is a ``ConfigError`` naming
 the file and key, not a silently ignored setting.
@@ -31,6 +32,8 @@ class Config:
     params: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Code -> the full parameter set after overrides."""
     source: str | None = None
+    secret_patterns: list[str] = field(default_factory=list)
+    """Extra redaction pattern files (``secret-patterns``), absolute paths."""
 
     def rules(self) -> list[RuleSpec]:
         chosen = resolve(self.select)
@@ -42,14 +45,17 @@ class Config:
 
 
 def find_config(start: Path | None = None) -> Path | None:
-    """``forensics.toml``, else a ``pyproject.toml`` with ``[tool.forensics]``, in ``start``."""
+    """The nearest ``forensics.toml``, or ``pyproject.toml`` with ``[tool.forensics]``, in
+    ``start`` or the folders above it (as ruff finds its settings from a subfolder)."""
     here = (start or Path.cwd()).resolve()
-    for candidate in (here / "forensics.toml", here / "pyproject.toml"):
-        if candidate.is_file():
+    for folder in (here, *here.parents):
+        for candidate in (folder / "forensics.toml", folder / "pyproject.toml"):
+            if not candidate.is_file():
+                continue
             if candidate.name == "pyproject.toml":
                 try:
                     data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-                except (tomllib.TOMLDecodeError, OSError):
+                except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError):
                     continue
                 if "forensics" not in data.get("tool", {}):
                     continue
@@ -75,11 +81,20 @@ def load_config(path: Path | None = None, *, discover: bool = True) -> Config:
 
 
 def config_from_dict(data: dict[str, Any], *, source: str = "<config>") -> Config:
-    unknown = set(data) - {"select", "ignore", "rules"}
+    unknown = set(data) - {"select", "ignore", "rules", "secret-patterns"}
     if unknown:
         raise ConfigError(f"{source}: unknown key(s) {', '.join(sorted(unknown))}; "
-                          "expected select, ignore, [rules.<rule>]")
+                          "expected select, ignore, secret-patterns, [rules.<rule>]")
     cfg = Config(source=source)
+    extra = data.get("secret-patterns", [])
+    if not isinstance(extra, list) or not all(isinstance(v, str) for v in extra):
+        raise ConfigError(f"{source}: secret-patterns must be a list of TOML file paths")
+    base = Path(source).parent if source != "<config>" else Path.cwd()
+    cfg.secret_patterns = [str((base / v).resolve()) for v in extra]
+    if cfg.secret_patterns:
+        from forensics.report.redact import use_extra_files
+
+        use_extra_files(cfg.secret_patterns)
     for key in ("select", "ignore"):
         if key in data:
             value = data[key]
