@@ -614,10 +614,14 @@ def rules_command(
         raise fail(str(exc))
     if not name:
         for s in specs:
-            typer.echo(f"{s.code}  {s.slug:<20} {s.severity:<7} {s.status:<8} {s.title}")
+            typer.echo(f"{s.code}  {s.slug:<20} {s.kind:<8} {s.severity:<7} {s.status:<8} "
+                       f"{s.title}")
         return
     for s in specs:
         typer.echo(f"{s.code} {s.slug}: {s.title}\n")
+        if s.is_harness:
+            typer.echo("Kind: harness event (not the assistant's mistake; counted, low "
+                       "severity)\n")
         typer.echo(f"{s.summary}\n")
         if s.rationale:
             typer.echo(f"Why it matters:\n{s.rationale.strip()}\n")

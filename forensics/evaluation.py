@@ -374,7 +374,7 @@ def table_rows(ev: Evaluation) -> list[list[str]]:
 
 def render_text(ev: Evaluation, *, redact: bool = True) -> str:
     from forensics.redact import redact as hide
-    from forensics.timeline import shorten
+    from forensics.analysis.text import shorten
 
     clean = hide if redact else (lambda s: s)
     rows = table_rows(ev)

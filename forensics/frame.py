@@ -47,6 +47,7 @@ INCIDENT_COLUMNS: dict[str, str] = {
     "source": "str",
     "origin": "str",
     "case": "str",
+    "kind": "str",
 }
 
 SESSION_COLUMNS: dict[str, str] = {
@@ -283,8 +284,17 @@ def incident_row(incident: Incident, session: Session, *, origin: str | None = N
         started=_started(session),
         origin=origin if origin is not None else session.source,
         case=case,
+        kind=rule_kind(incident.code),
     )
     return row
+
+
+def rule_kind(code: str) -> str:
+    """``rule`` or ``harness`` (the rule file's ``kind``); ``rule`` for a code no file has."""
+    from forensics.rules import registry
+
+    spec = registry().get(code)
+    return spec.kind if spec is not None else "rule"
 
 
 def incident_rows(result: ScanResult, *, origin: str | None = None,

@@ -51,10 +51,39 @@ def _by_week(incidents: pl.DataFrame, sessions: pl.DataFrame) -> list[dict[str, 
     return [{**r, "week": r["week"].isoformat()} for r in df.to_dicts()]
 
 
+HARNESS_KEYS = ("agent", "model", "week")
+"""What the harness-event tables are counted by."""
+
+
+def harness_counts(incidents: pl.DataFrame, by: str) -> pl.DataFrame:
+    """Harness events (``kind == "harness"``) per value of ``by`` (agent, model or week of the
+    session's start), one column per event slug plus ``total``; unknown values as "unknown"."""
+    import polars as pl
+
+    events = incidents.filter(pl.col("kind") == "harness")
+    if by == "week":
+        key = (pl.col("started").dt.truncate("1w").dt.date().cast(pl.String)
+               .fill_null("unknown").alias("week"))
+    else:
+        key = pl.col(by).fill_null("unknown").alias(by)
+    slugs = _harness_slugs()
+    counts = events.group_by(key).agg(
+        [(pl.col("rule") == slug).sum().alias(slug) for slug in slugs]
+        + [pl.len().alias("total")])
+    return counts.sort(["total", by], descending=[True, False]) if by != "week" else (
+        counts.sort(by))
+
+
+def _harness_slugs() -> list[str]:
+    from forensics.rules import registry
+
+    return [s.slug for s in registry().values() if s.is_harness]
+
+
 def _by_rule(incidents: pl.DataFrame) -> list[dict[str, Any]]:
     import polars as pl
 
-    return (incidents.group_by("code", "rule", "title")
+    return (incidents.group_by("code", "rule", "title", pl.col("kind").fill_null("rule"))
             .agg(incidents=pl.len(), sessions=pl.col("session_id").n_unique(),
                  high=(pl.col("severity") == "high").sum(),
                  medium=(pl.col("severity") == "medium").sum(),
@@ -85,6 +114,8 @@ def summarize_tables(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:
         "incidents": _dated(listed.to_dicts()),
         "errors": tables["errors"].to_dicts(),
         "more_incidents": max(0, incidents.height - MAX_LISTED),
+        "harness_slugs": _harness_slugs(),
+        "harness": {key: harness_counts(incidents, key).to_dicts() for key in HARNESS_KEYS},
     }
 
 

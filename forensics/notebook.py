@@ -165,6 +165,18 @@ class ScanReport:
         return frame(self._rows(row for r, o in zip(self.results, self._origins())
                                 for row in incident_rows(r, origin=o)), INCIDENT_COLUMNS)
 
+    @property
+    def harness_events(self) -> pl.DataFrame:
+        """The incidents that are harness events (interruptions, provider errors, compactions:
+        ``kind == "harness"``), not the assistant's mistakes."""
+        import polars as pl
+
+        return self.incidents.filter(pl.col("kind") == "harness")
+
+    def harness_counts(self, by: str = "agent") -> pl.DataFrame:
+        """Harness events per ``agent``, ``model`` or ``week``, one column per event."""
+        return harness_counts(self.incidents, by)
+
     @cached_property
     def sessions(self) -> pl.DataFrame:
         """One row per session (table ``sessions``)."""
@@ -208,6 +220,17 @@ class ScanReport:
 
     def _repr_html_(self) -> str:
         return report_html(self)
+
+
+def harness_counts(incidents: pl.DataFrame, by: str = "agent") -> pl.DataFrame:
+    """Harness events of an ``incidents`` table (``scan(…).incidents``, ``read_incidents``,
+    ``incidents.parquet``) per ``agent``, ``model`` or ``week``: the batch index's tables."""
+    from forensics.index import HARNESS_KEYS
+    from forensics.index import harness_counts as count
+
+    if by not in HARNESS_KEYS:
+        raise ValueError(f"by must be one of {', '.join(HARNESS_KEYS)}, not {by!r}")
+    return count(incidents, by)
 
 
 def scan(path: PathLike | Iterable[PathLike], *, config: Config | PathLike | None = None,

@@ -8,7 +8,7 @@ A case file is ``tests/fixtures/rules/<CODE>-<slug>.toml`` holding ``[[case]]`` 
                                      #   finish, bash = "cmd" / background = true, calls = [...])
     result = "output"                # ToolResultTurn for the oldest call still without a result
                                      #   (exit, is_error, error, killed, timed_out, aborted, call)
-    event = "abort"                  # EventTurn (text)
+    event = "abort"                  # EventTurn (text, detail = {…})
     gap = 7200                       # seconds of silence before the next turn (resumed sessions)
 
 Marks: ``expect = true`` or ``expect = "high"`` (the rule must flag this turn, with that severity),
@@ -114,7 +114,8 @@ def build_case(code: str, raw: dict[str, Any], *, source: str) -> Case:
                 timed_out=spec.get("timed_out", False), aborted=spec.get("aborted", False),
                 **common)
         elif "event" in spec:
-            turn = EventTurn(event=spec["event"], text=spec.get("text", ""), **common)
+            turn = EventTurn(event=spec["event"], text=spec.get("text", ""),
+                             detail=spec.get("detail", {}), **common)
         else:
             raise ValueError(f"{source}: case {raw['name']}: turn {ordinal} has no kind")
         turns.append(turn)

@@ -54,21 +54,21 @@ def test_round_trip_append_and_move(tmp_path: Path) -> None:
     base = tmp_path / "forensics-baseline.json"
     made = cli("baseline", session, SEED_000, "-o", base)
     assert made.exit_code == 0 and made.stdout == (
-        f"recorded 6 findings of 2 sessions in {base}\n")
+        f"recorded 10 findings of 2 sessions in {base}\n")
     doc = orjson.loads(base.read_bytes())
-    assert doc["forensics_baseline"] == 1 and len(doc["findings"]) == 6
+    assert doc["forensics_baseline"] == 1 and len(doc["findings"]) == 10
     assert {"fingerprint", "code", "rule", "session_id", "anchor"} == set(doc["findings"][0])
 
     quiet = cli("scan", session, SEED_000, "--baseline", base)
     assert quiet.exit_code == 0
-    assert quiet.stdout == ("No incidents in 2 sessions; 6 known in the baseline not shown.\n")
+    assert quiet.stdout == ("No incidents in 2 sessions; 10 known in the baseline not shown.\n")
 
     appended_exchange(session)
     after = scan_json(session, "--baseline", base)
     assert sorted((f["code"], f["anchor"]) for f in after["findings"]) == [
         ("FX001", "0a1b2c3d-0000-4000-8000-000000000901"),
         ("FX004", "0a1b2c3d-0000-4000-8000-000000000902")]
-    assert after["baseline"] == {"file": str(base), "hidden": 3}
+    assert after["baseline"] == {"file": str(base), "hidden": 6}
     assert cli("scan", session, "--baseline", base).exit_code == 1
 
     moved = tmp_path / "elsewhere" / "copy.jsonl"  # another machine, another path

@@ -404,3 +404,79 @@ def test_a_worker_that_dies_costs_only_its_own_source(inputs, tmp_path, monkeypa
     died = [(where, why) for where, why in summary.errors if "worker" in why]
     assert len(died) == 1 and died[0][0].endswith("codex_basic.jsonl")
     assert summary.sessions == healthy.sessions - 1
+
+
+def test_incidents_carry_their_rule_kind(batches):
+    incidents = pl.read_parquet(batches["folder"][1] / "incidents.parquet")
+    from forensics.rules import registry
+
+    kinds = {c: s.kind for c, s in registry().items()}
+    assert incidents.height > 0
+    for row in incidents.select("code", "kind").to_dicts():
+        assert row["kind"] == kinds[row["code"]]
+
+
+def _harness_incidents() -> pl.DataFrame:
+    from forensics.frame import INCIDENT_COLUMNS, frame
+
+    base = {"severity": "low", "kind": "harness", "started": 1_700_000_000.0}
+    rows = [
+        {**base, "code": "FX101", "rule": "interrupted-turn", "agent": "codex", "model": "m1"},
+        {**base, "code": "FX101", "rule": "interrupted-turn", "agent": "codex", "model": "m1"},
+        {**base, "code": "FX102", "rule": "provider-error", "agent": "claude-code", "model": None,
+         "started": 1_700_000_000.0 + 8 * 86400},
+        {**base, "code": "FX103", "rule": "context-compaction", "agent": "codex", "model": "m2"},
+        {**base, "code": "FX002", "rule": "duplicate-launch", "agent": "codex", "model": "m1",
+         "kind": "rule", "severity": "high"},
+    ]
+    return frame(rows, INCIDENT_COLUMNS)
+
+
+def test_harness_events_are_counted_per_agent_model_and_week():
+    import forensics
+
+    incidents = _harness_incidents()
+    by_agent = {r["agent"]: r for r in forensics.harness_counts(incidents, "agent").to_dicts()}
+    assert by_agent["codex"] == {"agent": "codex", "interrupted-turn": 2, "provider-error": 0,
+                                 "context-compaction": 1, "total": 3}
+    assert by_agent["claude-code"]["provider-error"] == 1 and by_agent["claude-code"]["total"] == 1
+    by_model = {r["model"]: r["total"] for r in forensics.harness_counts(incidents, "model")
+                .to_dicts()}
+    assert by_model == {"m1": 2, "m2": 1, "unknown": 1}, "the rule finding is not counted"
+    weeks = forensics.harness_counts(incidents, "week").to_dicts()
+    assert [(w["week"], w["total"]) for w in weeks] == [("2023-11-13", 3), ("2023-11-20", 1)]
+    with pytest.raises(ValueError, match="by must be one of agent, model, week"):
+        forensics.harness_counts(incidents, "project")
+
+
+@needs_shared
+def test_corpus_index_counts_harness_events(corpus_batch):
+    summary, out = corpus_batch
+    incidents = pl.read_parquet(out / "incidents.parquet")
+    md = (out / "index.md").read_text(encoding="utf-8")
+    html = (out / "index.html").read_text(encoding="utf-8")
+    for key in ("agent", "model", "week"):
+        assert f"## Harness events per {key}" in md and f'id="harness-{key}"' in html
+    harness = incidents.filter(pl.col("kind") == "harness")
+    assert set(harness["code"]) == {"FX101", "FX102", "FX103"}
+    per_agent = harness.group_by("agent").len().to_dicts()
+    for row in per_agent:
+        assert f"| {row['agent']} |" in md.split("## Harness events per agent", 1)[1]
+        line = next(l for l in md.split("## Harness events per agent", 1)[1].splitlines()
+                    if l.startswith(f"| {row['agent']} |"))
+        assert line.rstrip(" |").endswith(str(row["len"]))
+
+
+def test_notebook_report_exposes_harness_events():
+    from forensics.engine import scan_session
+    from forensics.notebook import ScanReport
+    from rulecases import load_cases
+
+    case = next(c for c in load_cases("FX102") if c.name == "two-outages-two-findings")
+    report = ScanReport(results=[scan_session(case.session)])
+    events = report.harness_events
+    assert events["code"].to_list() == ["FX102", "FX102"]
+    assert set(report.incidents.filter(pl.col("kind") == "rule")["code"]) <= {"FX004"}
+    assert report.harness_counts("agent").to_dicts() == [
+        {"agent": "claude-code", "interrupted-turn": 0, "provider-error": 2,
+         "context-compaction": 0, "total": 2}]

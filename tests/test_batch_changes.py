@@ -30,7 +30,8 @@ def test_new_still_resolved_per_rule(tmp_path: Path) -> None:
     (logs / "seed.json").unlink()
     second = run_batch([logs], out, workers=1, progress=False)
     assert changes(second) == {"FX001": (1, 1, 1), "FX002": (0, 0, 1), "FX003": (0, 0, 1),
-                               "FX004": (1, 2, 0)}
+                               "FX004": (1, 2, 0), "FX008": (0, 0, 1), "FX101": (0, 1, 0),
+                               "FX102": (0, 1, 0), "FX103": (0, 1, 0)}
     md = (out / "index.md").read_text(encoding="utf-8")
     assert "## Since the previous run" in md
     assert "| FX004 | user-resend | 1 | 2 | 0 |" in md
@@ -38,4 +39,5 @@ def test_new_still_resolved_per_rule(tmp_path: Path) -> None:
         encoding="utf-8")
 
     third = run_batch([logs], out, workers=1, progress=False)  # unchanged: all still there
-    assert changes(third) == {"FX001": (0, 2, 0), "FX004": (0, 3, 0)}
+    assert changes(third) == {"FX001": (0, 2, 0), "FX004": (0, 3, 0), "FX101": (0, 1, 0),
+                              "FX102": (0, 1, 0), "FX103": (0, 1, 0)}

@@ -98,7 +98,7 @@ def test_standard_input_in_scan_and_turns() -> None:
     assert findings("-", input=CLAUDE.read_bytes()) == findings(CLAUDE)
     out = cli("scan", "-", "-f", "jsonl", input=CLAUDE.read_bytes())
     assert {orjson.loads(l)["source"] for l in out.stdout.splitlines()} == {"<stdin>"}
-    assert {orjson.loads(l)["line"] for l in out.stdout.splitlines()} == {22, 23, 26}
+    assert {orjson.loads(l)["line"] for l in out.stdout.splitlines()} == {20, 22, 23, 25, 26, 34}
     turns = cli("turns", "-", input=CODEX.read_bytes())
     assert turns.exit_code == 0 and "019ba2f2-5f36-7eb1-a791-e8b7d5a45da1" in turns.stdout
     empty = cli("scan", "-", input=b"")
@@ -123,7 +123,7 @@ def test_batch_reads_standard_input(tmp_path: Path) -> None:
     out = cli("batch", "-", "-o", tmp_path / "triage", "-j", "1", "--no-progress",
               input=CODEX.read_bytes())
     assert out.exit_code == 1, out.stderr
-    assert "1 sessions from 1 sources, 2 incidents" in out.stdout
+    assert "1 sessions from 1 sources, 3 incidents" in out.stdout
 
 
 # -- filters ------------------------------------------------------------------------------------
@@ -172,7 +172,7 @@ def test_progress_on_stderr_for_long_runs(tmp_path: Path) -> None:
         (tmp_path / f"r{n:02d}.jsonl").write_bytes(CODEX.read_bytes())
     out = cli("scan", tmp_path, "--statistics", env={"FORENSICS_PROGRESS": "1"})
     assert out.stdout.splitlines()[0] == "50\tFX001\tempty-response"
-    assert "\r25 sessions · 50 incidents · " in out.stderr and out.stderr.endswith("\n")
+    assert "\r25 sessions · 75 incidents · " in out.stderr and out.stderr.endswith("\n")
     quiet = cli("scan", tmp_path, "--statistics")  # not a terminal: no progress
     assert quiet.stderr == ""
 
@@ -186,11 +186,11 @@ def test_batch_filters(tmp_path: Path, workers: str) -> None:
     out = cli("batch", logs, "-o", tmp_path / "t", "-j", workers, "--no-progress",
               "--agent", "codex")
     assert out.exit_code == 1, out.stderr
-    assert out.stdout.startswith("1 sessions from 2 sources, 2 incidents")
+    assert out.stdout.startswith("1 sessions from 2 sources, 3 incidents")
     rows = [orjson.loads(l) for l in (tmp_path / "t" / "sessions.ndjson").read_bytes().split()]
     assert [r["agent"] for r in rows] == ["codex"]
     again = cli("batch", logs, "-o", tmp_path / "t", "-j", workers, "--no-progress")
-    assert again.stdout.startswith("2 sessions from 2 sources, 5 incidents")  # filter changed
+    assert again.stdout.startswith("2 sessions from 2 sources, 9 incidents")  # filter changed
 
 
 def test_archives_inside_a_folder_are_read_too(tmp_path: Path) -> None:

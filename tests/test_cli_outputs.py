@@ -33,7 +33,7 @@ def test_jsonl_is_one_finding_per_line_at_the_anchor_line() -> None:
     assert out.exit_code == 1
     rows = [orjson.loads(line) for line in out.stdout.splitlines()]
     assert [(r["code"], r["line"]) for r in rows] == [
-        ("FX001", 22), ("FX004", 23), ("FX004", 26)]
+        ("FX101", 20), ("FX001", 22), ("FX004", 23), ("FX102", 25), ("FX004", 26), ("FX103", 34)]
     for r in rows:  # the line really is the flagged record
         assert f'"uuid":"{r["anchor"]}"' in line_of(CLAUDE, r["line"])
         assert r["path"] == str(CLAUDE)
@@ -41,7 +41,7 @@ def test_jsonl_is_one_finding_per_line_at_the_anchor_line() -> None:
 
 def test_codex_lines_are_the_anchor_lines() -> None:
     rows = [orjson.loads(l) for l in cli("scan", CODEX, "-f", "jsonl").stdout.splitlines()]
-    assert [(r["anchor"], r["line"]) for r in rows] == [("L33", 33), ("L39", 39)]
+    assert [(r["anchor"], r["line"]) for r in rows] == [("L26", 26), ("L33", 33), ("L39", 39)]
 
 
 def sarif_of(*args: str) -> dict:
@@ -73,8 +73,8 @@ def test_sarif_is_valid_against_the_official_schema(tmp_path: Path) -> None:
 def test_sarif_locations_physical_for_lines_logical_for_json() -> None:
     doc = sarif_of(CLAUDE, SEED_000)
     run = doc["runs"][0]
-    assert [r["id"] for r in run["tool"]["driver"]["rules"]] == ["FX001", "FX002", "FX003",
-                                                                 "FX004"]
+    assert [r["id"] for r in run["tool"]["driver"]["rules"]] == [
+        "FX001", "FX002", "FX003", "FX004", "FX008", "FX101", "FX102", "FX103"]
     by_rule = {}
     for res in run["results"]:
         assert run["tool"]["driver"]["rules"][res["ruleIndex"]]["id"] == res["ruleId"]
@@ -99,8 +99,10 @@ def test_sarif_locations_physical_for_lines_logical_for_json() -> None:
 def test_github_annotations() -> None:
     out = cli("scan", CLAUDE, "-f", "github")
     lines = out.stdout.splitlines()
-    assert len(lines) == 3
-    assert lines[1] == (
+    assert len(lines) == 6
+    assert [l.split(" ", 1)[0] for l in lines] == [
+        "::notice", "::error", "::error", "::notice", "::error", "::notice"]  # harness: low
+    assert lines[2] == (
         f"::error file={CLAUDE},line=23,title=FX004 user-resend::The user re-sent turn 13 "
         'verbatim ("why is the discount applied twice?") after an empty reply. (session '
         "5d2e8f41-7c3a-4b9e-a1d6-3f8c2e9b7a10, 0a1b2c3d-0000-4000-8000-000000000020)")
@@ -117,11 +119,15 @@ def test_markdown_and_html_are_case_studies() -> None:
 
 def test_statistics_count_per_rule() -> None:
     out = cli("scan", CLAUDE, CODEX, "--statistics")
-    assert out.stdout.splitlines()[:2] == ["3\tFX001\tempty-response", "2\tFX004\tuser-resend"]
+    assert out.stdout.splitlines()[:3] == ["3\tFX001\tempty-response", "2\tFX004\tuser-resend",
+                                           "2\tFX101\tinterrupted-turn"]
     assert out.exit_code == 1
     as_json = orjson.loads(cli("scan", CLAUDE, CODEX, "--statistics", "-f", "json").stdout)
     assert as_json == [{"code": "FX001", "rule": "empty-response", "count": 3},
-                       {"code": "FX004", "rule": "user-resend", "count": 2}]
+                       {"code": "FX004", "rule": "user-resend", "count": 2},
+                       {"code": "FX101", "rule": "interrupted-turn", "count": 2},
+                       {"code": "FX102", "rule": "provider-error", "count": 1},
+                       {"code": "FX103", "rule": "context-compaction", "count": 1}]
 
 
 def test_exit_zero_only_forgives_findings(tmp_path: Path) -> None:
@@ -153,9 +159,10 @@ def test_help_is_plain_and_completion_is_on() -> None:
 def test_colour_only_when_asked(tmp_path: Path) -> None:
     plain = cli("scan", CLAUDE).stdout
     assert "\x1b[" not in plain
-    assert plain.startswith(f"{CLAUDE}:22: FX001 empty-response (high) The assistant gave")
-    assert plain.splitlines()[-1] == ("Found 3 incidents in 1 session (FX004 user-resend: 2, "
-                                      "FX001 empty-response: 1).")
+    assert plain.startswith(f"{CLAUDE}:20: FX101 interrupted-turn (low) The user interrupted")
+    assert plain.splitlines()[-1] == (
+        "Found 6 incidents in 1 session (FX004 user-resend: 2, FX001 empty-response: 1, "
+        "FX101 interrupted-turn: 1, FX102 provider-error: 1, FX103 context-compaction: 1).")
     coloured = cli("scan", CLAUDE, env={"FORCE_COLOR": "1"}).stdout
     assert "\x1b[" in coloured
     assert re.sub(r"\x1b\[[0-9;]*m", "", coloured) == plain

@@ -10,6 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from forensics.rules import registry
+
 from conftest import FIXTURES, REPO
 from forensics.resources import sample_session
 
@@ -32,9 +34,12 @@ def test_text_output_names_rule_anchor_and_severity() -> None:
     assert any(l.startswith(f"{SEED_000}: FX002 duplicate-launch (high) Relaunched")
                for l in lines)
     assert any("FX003" in l for l in lines)
+    correction = ANCHORS["seed_000_duplicate_launch"]["correction"]
+    assert any(l.startswith(f"{SEED_000}: FX008 user-correction (medium)") and correction in l
+               for l in proc.stdout.splitlines())
     assert proc.stdout.splitlines()[-1] == (
-        "Found 3 incidents in 1 session (FX001 empty-response: 1, FX002 duplicate-launch: 1, "
-        "FX003 ignored-tool-error: 1).")
+        "Found 4 incidents in 1 session (FX001 empty-response: 1, FX002 duplicate-launch: 1, "
+        "FX003 ignored-tool-error: 1, FX008 user-correction: 1).")
     assert "\x1b[" not in proc.stdout  # no colour into a pipe
     assert proc.stderr == ""
 
@@ -56,6 +61,7 @@ def test_json_contract() -> None:
         ("FX001", ANCHORS["seed_000_duplicate_launch"]["empty"]),
         ("FX002", ANCHORS["seed_000_duplicate_launch"]["relaunch"]),
         ("FX003", ANCHORS["seed_000_duplicate_launch"]["relaunch"]),
+        ("FX008", ANCHORS["seed_000_duplicate_launch"]["correction"]),
     ])
 
 
@@ -64,7 +70,7 @@ def test_select_and_ignore() -> None:
     assert [f["code"] for f in orjson.loads(proc.stdout)["findings"]] == ["FX002"]
     proc = run("scan", str(SEED_000), "--format", "json", "--ignore", "FX002",
                "--ignore", "FX003")
-    assert [f["code"] for f in orjson.loads(proc.stdout)["findings"]] == ["FX001"]
+    assert [f["code"] for f in orjson.loads(proc.stdout)["findings"]] == ["FX001", "FX008"]
 
 
 def test_clean_session_exits_zero(tmp_path: Path) -> None:
@@ -128,7 +134,7 @@ def test_folder_with_one_unreadable_file(tmp_path: Path) -> None:
     proc = run("scan", str(tmp_path), "--format", "json")
     assert proc.returncode == 1
     doc = orjson.loads(proc.stdout)
-    assert len(doc["findings"]) == 3
+    assert len(doc["findings"]) == 4
 
 
 def test_scan_of_the_sample_from_another_folder(tmp_path: Path) -> None:
@@ -143,8 +149,13 @@ def test_rules_command_documents_a_rule() -> None:
     assert proc.returncode == 0
     assert "ignored-tool-error" in proc.stdout and "probe_commands" in proc.stdout
     listing = run("rules")
-    assert [l.split()[0] for l in listing.stdout.splitlines()] == [
-        "FX001", "FX002", "FX003", "FX004"]
+    rows = [line.split() for line in listing.stdout.splitlines()]
+    assert [r[0] for r in rows] == sorted(registry())
+    kinds = {r[0]: r[2] for r in rows}
+    assert kinds["FX003"] == "rule"
+    assert {kinds["FX101"], kinds["FX102"], kinds["FX103"]} == {"harness"}
+    harness = run("rules", "FX103")
+    assert "context-compaction" in harness.stdout and "Kind: harness event" in harness.stdout
 
 
 def test_folder_without_sessions_exits_two(tmp_path: Path) -> None:

@@ -35,9 +35,15 @@ from forensics.rules import _load_spec, registry, resolve
 
 def test_every_rule_file_is_joined_to_its_code() -> None:
     specs = registry()
-    assert [s.code for s in specs.values()] == ["FX001", "FX002", "FX003", "FX004"]
+    assert [s.code for s in specs.values()] == [
+        "FX001", "FX002", "FX003", "FX004", "FX005", "FX006", "FX007", "FX008",
+        "FX101", "FX102", "FX103"]
     assert [s.slug for s in specs.values()] == [
-        "empty-response", "duplicate-launch", "ignored-tool-error", "user-resend"]
+        "empty-response", "duplicate-launch", "ignored-tool-error", "user-resend",
+        "unverified-claim", "retry-loop", "dangling-call", "user-correction",
+        "interrupted-turn", "provider-error", "context-compaction"]
+    assert {s.code for s in specs.values() if s.kind == "harness"} == {"FX101", "FX102", "FX103"}
+    assert all(s.severity == "low" for s in specs.values() if s.is_harness)
     for spec in specs.values():
         assert Path(spec.path).name == f"{spec.code}-{spec.slug}.toml"
         params = inspect.signature(spec.func).parameters
@@ -56,6 +62,21 @@ def _write_rule(tmp_path: Path, name: str, body: str) -> Path:
 
 def _dummy(session: Session, *, threshold: int):
     yield from ()
+
+
+def test_registry_refuses_an_unknown_kind(tmp_path: Path) -> None:
+    path = _write_rule(tmp_path, "FX009-x.toml",
+                       'id="FX009"\nslug="x"\ntitle="t"\nseverity="low"\nsummary="s"\n'
+                       'kind="event"\n[params]\nthreshold=1\n')
+    with pytest.raises(RuleError, match="kind must be one of rule, harness, not 'event'"):
+        _load_spec(path, _dummy)
+
+
+def test_kind_defaults_to_rule(tmp_path: Path) -> None:
+    path = _write_rule(tmp_path, "FX009-x.toml",
+                       'id="FX009"\nslug="x"\ntitle="t"\nseverity="low"\nsummary="s"\n'
+                       '[params]\nthreshold=1\n')
+    assert _load_spec(path, _dummy).kind == "rule"
 
 
 def test_registry_refuses_wrong_file_name(tmp_path: Path) -> None:
@@ -96,12 +117,18 @@ def test_registry_refuses_code_without_a_file(monkeypatch) -> None:
 def test_rule_files_ship_with_the_code() -> None:
     names = sorted(p.name for p in rules_dir().glob("FX*.toml"))
     assert names == ["FX001-empty-response.toml", "FX002-duplicate-launch.toml",
-                     "FX003-ignored-tool-error.toml", "FX004-user-resend.toml"]
+                     "FX003-ignored-tool-error.toml", "FX004-user-resend.toml",
+                     "FX005-unverified-claim.toml", "FX006-retry-loop.toml",
+                     "FX007-dangling-call.toml",
+                     "FX008-user-correction.toml",
+                     "FX101-interrupted-turn.toml", "FX102-provider-error.toml",
+                     "FX103-context-compaction.toml"]
 
 
 @pytest.mark.parametrize("name, codes", [
-    ("FX003", ["FX003"]), ("user-resend", ["FX004"]), ("FX", ["FX001", "FX002", "FX003", "FX004"]),
-    ("ALL", ["FX001", "FX002", "FX003", "FX004"]),
+    ("FX003", ["FX003"]), ("user-resend", ["FX004"]), ("FX", sorted(registry())),
+    ("ALL", sorted(registry())), ("FX10", ["FX101", "FX102", "FX103"]),
+    ("FX00", [c for c in sorted(registry()) if c.startswith("FX00")]),
 ])
 def test_selection_by_code_prefix_or_slug(name: str, codes: list[str]) -> None:
     assert [s.code for s in resolve([name])] == codes
@@ -121,7 +148,7 @@ def test_config_overrides_and_extends_params() -> None:
         "rules": {"user-resend": {"similarity": 0.8},
                   "FX003": {"extend-probe_commands": ["my-probe"]}},
     })
-    assert [s.code for s in cfg.rules()] == ["FX001", "FX002", "FX003"]
+    assert [s.code for s in cfg.rules()] == [c for c in sorted(registry()) if c != "FX004"]
     spec4, spec3 = registry()["FX004"], registry()["FX003"]
     assert cfg.params_for(spec4)["similarity"] == 0.8
     assert cfg.params_for(spec3)["probe_commands"][-1] == "my-probe"

@@ -106,6 +106,7 @@ def test_normalize_ignores_env_wrappers_and_redirections(bare, env, redirect, pr
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("ab =-&;|>'\"$()\n\\12")), max_size=40))
 @example(command=">1 a=")  # a redirection before the env prefix
+@example(command="& a=")  # a leading call operator before an assignment
 def test_normalize_is_idempotent(command: str) -> None:
     once = normalize(command, KNOW.inert)
     assert normalize(once, KNOW.inert) == once

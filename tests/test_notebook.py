@@ -39,8 +39,9 @@ def test_triage_notebook_executes(monkeypatch):
     assert "sessions.zip" in texts[0]
     assert " incidents in " in texts[1]
     assert "FX001" in texts[2] and "empty-response" in texts[2]
-    assert "session_id" in texts[3]
-    assert "<table" in texts[4] and "incidents" in texts[4]  # ScanReport._repr_html_
+    assert "interrupted-turn" in texts[3] and "week" in texts[3]  # harness_counts
+    assert "session_id" in texts[4]
+    assert "<table" in texts[5] and "incidents" in texts[5]  # ScanReport._repr_html_
     assert "case study: FX" in texts[-1]
 
 

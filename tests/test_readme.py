@@ -157,7 +157,7 @@ def test_claude_code_hook_recipe(world: dict) -> None:
     first = shell(command, world, stdin=payload)
     assert first.returncode == 0, first.stderr
     assert [l.split(": ")[1].split()[0] for l in first.stdout.splitlines()[:-1]] == [
-        "FX001", "FX004", "FX004"]
+        "FX101", "FX001", "FX004", "FX102", "FX004", "FX103"]
     again = shell(command, world, stdin=payload)  # a Stop hook after the next turn
     assert again.returncode == 0 and again.stdout == ""
     from test_baseline import appended_exchange
@@ -201,5 +201,5 @@ def test_notebook_example(world: dict, monkeypatch) -> None:
     monkeypatch.setenv("HOME", str(world["home"]))
     scope: dict = {}
     exec(compile(code, "README.md", "exec"), scope)
-    assert scope["report"].incidents.height == 3
-    assert scope["incidents"].height == 3
+    assert scope["report"].incidents.height == 6
+    assert scope["incidents"].height == 6

@@ -18,6 +18,7 @@ EXPECTED = {
         ("duplicate-launch", "relaunch", "high"),
         ("ignored-tool-error", "relaunch", "high"),
         ("empty-response", "empty", "high"),
+        ("user-correction", "correction", "medium"),
     ],
     "seed_001_empty_resend": [
         ("empty-response", "empty", "high"),
@@ -60,6 +61,10 @@ def test_seed_000_evidence_tells_the_story() -> None:
     assert a["empty"] in ignored.evidence and "Killed" in ignored.message
     empty = by_rule["empty-response"]
     assert a["correction"] in empty.evidence
+    correction = by_rule["user-correction"]
+    assert correction.anchor == a["correction"]
+    assert correction.evidence == [a["relaunch"]], "the relaunch the user corrects"
+    assert "already worked" in correction.message
 
 
 def test_seed_001_resend_points_at_the_question() -> None:

@@ -109,7 +109,8 @@ def parse(text: str, background: bool = False) -> Command:
             i += 1
             continue
         if leading:
-            if tok in ("(", "{", "then", "do", "else", "!"):
+            if tok in ("(", "{", "then", "do", "else", "!", "&"):  # `&`: PowerShell's call
+                # operator before a program (`& a=` must read as `a=` both times)
                 i += 1
                 continue
             if tok == "export" or tok in ("sudo",) and i + 1 < len(tokens):

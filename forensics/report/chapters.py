@@ -28,6 +28,7 @@ from forensics.report._prose import (
     gist,
     joined_quotes,
     norm,
+    prose,
     quote,
     ref,
     shorten,
@@ -309,11 +310,83 @@ def _likeness(first: str, again: str) -> str:
     return "retry"
 
 
+# -- the "did it really work?" rules: the claim, the loop, the lost call, the correction ----------
+
+
+def _evidence(session: Session, incident: Incident) -> list[Turn]:
+    return [session.turns[o - 1] for o in incident.evidence_turns
+            if 0 < o <= len(session.turns)]
+
+
+def _what_call(call: ToolCall) -> Piece:
+    return code(shorten(strip_env(call.command) if call.command
+                        else f"{call.name} {summarize_call(call)}", 200))
+
+
+def _unverified_claim(cs: CaseStudy, session: Session, incident: Incident) -> None:
+    turn = session.turns[incident.turn - 1]
+    cs.mistake.append(S(*prose(incident.message)))
+    for t in _evidence(session, incident):
+        if isinstance(t, ToolResultTurn):
+            pair = session.call_for(t)
+            lines = telling_lines(t.error or t.output, 2)
+            cs.mistake.append(S("The run it rests on, ", *([_what_call(pair[1])] if pair else []),
+                                " at ", ref(t), f", {result_status(session, t)}",
+                                *([": ", *joined_quotes(lines)] if lines else []), "."))
+        elif isinstance(t, AssistantTurn) and t.tool_calls:
+            cs.mistake.append(S("After it, at ", ref(t), ", the assistant edited ",
+                                _what_call(t.tool_calls[0]), ", and ran nothing again."))
+    cs.assumptions.append(S("That the check the message at ", ref(turn), " names had passed on "
+                            "the code as it stood; the transcript shows ",
+                            incident.severity_reason, "."))
+
+
+def _retry_loop(cs: CaseStudy, session: Session, incident: Incident) -> None:
+    turn = session.turns[incident.turn - 1]
+    cs.mistake.append(S(*prose(incident.message)))
+    runs = sorted({incident.turn, *incident.evidence_turns})
+    cs.mistake.append(S("The runs: ", ", ".join(f"turn {o}" for o in runs),
+                        "; between them only reads, no edit, install or change of arguments."))
+    cs.assumptions.append(S("That running the step again as it was, after ", ref(turn),
+                            ", could end differently."))
+
+
+def _dangling_call(cs: CaseStudy, session: Session, incident: Incident) -> None:
+    turn = session.turns[incident.turn - 1]
+    cs.mistake.append(S(*prose(incident.message)))
+    nxt = [t for t in _evidence(session, incident) if not isinstance(t, ToolResultTurn)]
+    if nxt and isinstance(nxt[0], UserTurn):
+        cs.mistake.append(S("Instead of the result came the user's message at ", ref(nxt[0]),
+                            ": ", quote(nxt[0].text, 200)))
+    elif nxt:
+        cs.mistake.append(S("Instead of the result came ", ref(nxt[0]), "."))
+    cs.assumptions.append(S("That the call at ", ref(turn), " had finished; nothing in the "
+                            "transcript says what it did."))
+
+
+def _user_correction(cs: CaseStudy, session: Session, incident: Incident) -> None:
+    turn = session.turns[incident.turn - 1]
+    cs.mistake.append(S("The user wrote at ", ref(turn), ": ",
+                        quote(turn.text if isinstance(turn, UserTurn) else "", 240)))
+    for t in _evidence(session, incident):
+        if isinstance(t, AssistantTurn) and t.tool_calls:
+            cs.mistake.append(S("It corrects the action at ", ref(t), ": ",
+                                _what_call(t.tool_calls[-1]), "."))
+        elif isinstance(t, AssistantTurn):
+            cs.mistake.append(S("It corrects the claim at ", ref(t), ": ", quote(t.text, 200)))
+    cs.assumptions.append(S("What the assistant believed when it acted, which the user's words "
+                            "at ", ref(turn), " contradict."))
+
+
 CHAPTERS: dict[str, Chapter] = {
     "empty-response": _empty_response,
     "duplicate-launch": _duplicate_launch,
     "ignored-tool-error": _ignored_tool_error,
     "user-resend": _user_resend,
+    "unverified-claim": _unverified_claim,
+    "retry-loop": _retry_loop,
+    "dangling-call": _dangling_call,
+    "user-correction": _user_correction,
 }
 
 

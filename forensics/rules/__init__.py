@@ -36,6 +36,9 @@ RuleFunc = Callable[..., Iterator[Finding]]
 
 _IMPLEMENTATIONS: dict[str, RuleFunc] = {}
 
+KINDS = ("rule", "harness")
+"""What a rule file's ``kind`` may say; ``rule`` when it says nothing."""
+
 
 def rule(code: str) -> Callable[[RuleFunc], RuleFunc]:
     """Register the detection function for rule ``code`` (its metadata lives in rules/)."""
@@ -74,6 +77,13 @@ class RuleSpec:
     path: str = ""
     params_class: type | None = field(default=None, repr=False, compare=False)
     """The typed parameters class the function takes, or None (keyword-only style)."""
+    kind: str = "rule"
+    """``rule`` (the assistant's mistake) or ``harness`` (an event of the harness worth a row:
+    an abort, a provider error, a compaction; never a reason for exit status 1)."""
+
+    @property
+    def is_harness(self) -> bool:
+        return self.kind == "harness"
 
     def run(self, session: Session, params: dict[str, Any] | None = None) -> Iterator[Finding]:
         raw = params if params is not None else self.params
@@ -122,6 +132,9 @@ def _load_spec(path, func: RuleFunc | None) -> RuleSpec:
         raise RuleError(f"{where}: file name must be {code}-{slug}.toml")
     if func is None:
         raise RuleError(f"{where}: no implementation registered for {code}")
+    kind = data.get("kind", "rule")
+    if kind not in KINDS:
+        raise RuleError(f"{where}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
     params = dict(data.get("params", {}))
     params_class = _params_class(func)
     expected = set(params_class.param_names) if params_class else _keyword_params(func)
@@ -154,6 +167,7 @@ def _load_spec(path, func: RuleFunc | None) -> RuleSpec:
         examples=examples,
         path=where,
         params_class=params_class,
+        kind=kind,
     )
 
 

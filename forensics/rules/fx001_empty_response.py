@@ -66,6 +66,8 @@ def _completed_silently(session: Session, event: EventTurn) -> bool:
     if isinstance(last, str) and last.strip():
         return False
     for prev in reversed(session.turns[: event.ordinal - 1]):
+        if isinstance(prev, EventTurn) and prev.event == "api_error":
+            return False  # the user was shown a provider error: reported under its own rule
         if isinstance(prev, EventTurn) and prev.event not in STOP_EVENTS:
             continue
         if isinstance(prev, ToolResultTurn):

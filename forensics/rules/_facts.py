@@ -1,0 +1,236 @@
+"""Facts about a session that the "did it really work?" rules (FX005-FX008) establish.
+
+Kept in one small module so that they can move into the shared analysis later: word-list
+matching in many languages, what a command checks (tests, build, lint, …) and whether its run
+passed, which files an edit touched, and how a failure reads.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from forensics.model import AssistantTurn, Session, ToolCall, ToolResultTurn, Turn, UserTurn
+from forensics.analysis.shell import command_of, split_commands
+
+# -- words ------------------------------------------------------------------------------------
+
+
+def phrase_pattern(words: Iterable[str], *, anchored: bool = False) -> re.Pattern[str] | None:
+    """Any of the phrases, case-insensitive. ASCII phrases match at word boundaries; phrases in
+    other scripts (Chinese, Japanese, Korean…) match anywhere. ``anchored``: at the start."""
+    alts = []
+    for w in sorted({w for w in words if w.strip()}, key=len, reverse=True):
+        esc = re.escape(w.lower()).replace(r"\ ", r"\s+")
+        if w.isascii() and w[:1].isalnum():
+            esc = rf"\b{esc}"
+        if w.isascii() and w[-1:].isalnum():
+            esc = rf"{esc}\b"
+        alts.append(esc)
+    if not alts:
+        return None
+    body = "|".join(alts)
+    return re.compile(rf"^(?:{body})" if anchored else body, re.I)
+
+
+@lru_cache(maxsize=64)
+def cached_pattern(words: tuple[str, ...], anchored: bool = False) -> re.Pattern[str] | None:
+    return phrase_pattern(words, anchored=anchored)
+
+
+
+
+_LEAD = re.compile(r"^[\s>*_`'\"“”‘’«»(\[@#-]+")
+
+
+def opening(text: str, size: int = 120) -> str:
+    """The first words of a message, lower-cased, without quote marks or markdown."""
+    return _LEAD.sub("", text.strip()[:size].lower())
+
+
+_QUESTION_END = re.compile(r"[?？]\s*[)\]*_`'\"]*\s*$")
+
+
+def asks_question(text: str) -> bool:
+    """Does the text end by asking the user something (its last paragraph ends with ``?``)."""
+    tail = text.strip().rsplit("\n\n", 1)[-1].strip()
+    if _QUESTION_END.search(tail):
+        return True
+    last_line = tail.splitlines()[-1] if tail else ""
+    return bool(_QUESTION_END.search(last_line))
+
+
+# -- the exchange before a user message ---------------------------------------------------------
+
+
+def exchange_before(session: Session, user: UserTurn) -> list[Turn]:
+    """Turns between the previous message the user typed and this one."""
+    out: list[Turn] = []
+    for prev in reversed(session.turns[: user.ordinal - 1]):
+        if isinstance(prev, UserTurn):
+            break
+        out.append(prev)
+    out.reverse()
+    return out
+
+
+def commands(turn: AssistantTurn) -> list[tuple[ToolCall, str]]:
+    return [(c, cmd) for c in turn.tool_calls if (cmd := command_of(c))]
+
+
+def matches_any(patterns: Sequence[re.Pattern[str]], text: str) -> bool:
+    return any(p.search(text) for p in patterns)
+
+
+def compile_all(patterns: Iterable[str]) -> list[re.Pattern[str]]:
+    return [re.compile(p, re.I | re.M) for p in patterns]
+
+
+
+
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a run ended, from the format's own status."""
+
+    passed: bool
+    why: str
+
+
+def outcome(result: ToolResultTurn | None) -> Outcome | None:
+    if result is None or result.aborted:
+        return None
+    if result.timed_out:
+        return Outcome(False, "timed out")
+    if result.killed:
+        return Outcome(False, "was killed")
+    if result.exit_code not in (None, 0):
+        return Outcome(False, f"exited {result.exit_code}")
+    if result.is_error:
+        return Outcome(False, "failed")
+    return Outcome(True, "passed")
+
+
+
+
+# -- runs of tool calls ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Run:
+    """One tool call and what came of it."""
+
+    turn: AssistantTurn
+    call: ToolCall
+    result: ToolResultTurn | None
+    command: str | None
+    """The shell script the call ran, if it ran one."""
+
+
+def runs(session: Session) -> list[Run]:
+    """Every tool call in order, with its result (None when it never came back)."""
+    out = []
+    for turn in session.turns:
+        if isinstance(turn, AssistantTurn):
+            for call in turn.tool_calls:
+                out.append(Run(turn, call, session.result_for(call), command_of(call)))
+    return out
+
+
+@lru_cache(maxsize=4096)
+def normalized_command(command: str) -> str:
+    """A script in comparable form: per pipeline, whitespace folded and environment prefixes,
+    wrappers and redirections taken off (the typed command of ``forensics.analysis``)."""
+    from forensics.analysis.commands import parse_script
+
+    return " ; ".join(" ".join(c.tokens) for c in parse_script(command) if c.tokens)
+
+
+_DIGITS = re.compile(r"\d+")
+_HEX = re.compile(r"\b0x[0-9a-f]+\b|\b[0-9a-f]{8,}\b", re.I)
+
+
+def failure_kind(result: ToolResultTurn, error_line: re.Pattern[str]) -> str:
+    """What kind of failure a result reports: its first error line with numbers, hex ids and
+    quoted values folded, else its status."""
+    text = result.error or result.output or ""
+    m = error_line.search(text[:4000]) or error_line.search(text[-4000:])
+    if m:
+        line = m.group(0).strip()[:160]
+        return _DIGITS.sub("N", _HEX.sub("H", line))
+    if result.timed_out:
+        return "timed out"
+    if result.killed:
+        return "killed"
+    return f"exit {result.exit_code}" if result.exit_code is not None else "error"
+
+
+# -- what a command checks, and what an edit touched ------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def launch_knowledge():
+    """What starts a server, from the duplicate-launch rule file (one list for every rule)."""
+    from forensics.analysis.ledger import Knowledge
+    from forensics.rules import registry
+
+    return Knowledge.build(**registry()["FX002"].params)
+
+
+def check_kinds(command: str, patterns: Mapping[str, Sequence[re.Pattern[str]]],
+                server_kind: str | None = "server") -> set[str]:
+    """The kinds of check (test, build, lint, …) a script runs, per simple command."""
+    from forensics.analysis.commands import parse
+    from forensics.analysis.ledger import server_of
+
+    kinds: set[str] = set()
+    for simple in split_commands(command):
+        bare = " ".join(parse(simple).tokens) or simple  # env prefixes, wrappers, redirects
+        forms = (simple, bare, _RUNNER.sub("", bare, count=1))
+        for kind, pats in patterns.items():
+            if any(p.search(form) for p in pats for form in forms):
+                kinds.add(kind)
+    if server_kind and server_of(command, launch_knowledge()):
+        kinds.add(server_kind)
+    return kinds
+
+
+_RUNNER = re.compile(r"^(?:npx|bunx|pnpx|pnpm\s+(?:exec|dlx)|yarn\s+(?:exec|dlx)|pnpm|yarn|bun"
+                     r"|poetry\s+run|uv\s+run|pipenv\s+run|pdm\s+run|bundle\s+exec)\s+(?:--\S+\s+)*")
+"""A package runner in front of the tool it runs (``pnpm vitest``, ``uv run pytest``)."""
+
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", re.M)
+_REDIRECT_TARGET = re.compile(r"(?<![<>&\d=-])>>?\s*([^\s;&|>()'\"]+)")
+_SED_INPLACE = re.compile(r"\bsed\s+-i\S*\s+.*?(\S+)\s*$")
+
+
+def edited_files(call: ToolCall, edit_tools: frozenset[str]) -> list[str] | None:
+    """Files a call writes, or None when it writes nothing known. ``[]``: an edit, file unknown."""
+    name = call.name.lower()
+    if name in edit_tools:
+        files = [v for k in ("file_path", "filePath", "path", "filename", "notebook_path")
+                 if isinstance(v := call.input.get(k), str) and v]
+        for key in ("patch", "input", "content", "patchText"):
+            text = call.input.get(key)
+            if isinstance(text, str) and "*** " in text:
+                files.extend(m.strip() for m in _PATCH_FILE.findall(text))
+        return files
+    command = command_of(call)
+    if not command:
+        return None
+    if "apply_patch" in command:
+        return [m.strip() for m in _PATCH_FILE.findall(command)]
+    files: list[str] = []
+    for simple in split_commands(command):
+        if re.match(r"^sed\s+-i", simple):
+            m = _SED_INPLACE.search(simple)
+            files.append(m.group(1) if m else "")
+        for m in _REDIRECT_TARGET.finditer(simple):
+            target = m.group(1).strip("'\"")
+            if not target.startswith(("/dev/", "/tmp/", "&")) and not target.endswith(
+                    (".log", ".out", ".txt")):
+                files.append(target)
+    return files or None

@@ -1,0 +1,230 @@
+"""FX005 unverified-claim: the summary says it works, the transcript does not.
+
+A claim names a kind of check (tests pass, the build succeeds, lint is clean, types check, it is
+deployed, the server is running), from ``check_claims`` in the rule file (one list in many
+languages, for every rule that reads claims). The transcript's runs of that kind of check
+(``check_commands``, and the launches of the duplicate-launch rule file for a server) decide:
+
+* the last run before the claim failed and no later run passed: high, unless the failure was in
+  the claim's own turn and is a failure in ignored-tool-error's sense (that rule's case);
+* the check never ran, or a covered file was edited after its last green run: medium.
+
+Hedged claims, claims handed to the user, claims resting on the user's own report, questions
+and conditions are not claims; neither is a bare "done".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from forensics.findings import Finding
+from forensics.model import AssistantTurn, EventTurn, Session, ToolResultTurn, UserTurn
+from forensics.rules import rule
+from forensics.rules._facts import (
+    Run,
+    cached_pattern,
+    check_kinds,
+    compile_all,
+    edited_files,
+    outcome,
+    runs,
+)
+from forensics.analysis.shell import split_commands
+from forensics.analysis.text import shorten
+
+_CODE_BLOCK = re.compile(r"```.*?```", re.S)
+_BOUNDARY = re.compile(r"[.!?](?=\s|$)|[。！？\n]")
+"""Where a sentence ends: a full stop before a space (not the one in ``main.rs``), CJK stops."""
+_QUOTED_LINES = re.compile(r"^\s*>.*$", re.M)
+"""Blockquotes: text the assistant drafted or quoted for the user, not its own claims."""
+
+
+@dataclass
+class _Claim:
+    kind: str
+    sentence: str
+    phrase: str
+
+
+@rule("FX005")
+def unverified_claim(
+    session: Session,
+    *,
+    check_commands: Mapping[str, Sequence[str]],
+    check_claims: Mapping[str, Sequence[str]],
+    hedges: Sequence[str],
+    negations: Sequence[str],
+    user_reports: Sequence[str],
+    probe_checks: Sequence[str],
+    edit_tools: Sequence[str],
+    delegate_tools: Sequence[str],
+    uncovered_files: Sequence[str],
+    edit_sensitive: Sequence[str],
+    output_success: Mapping[str, Sequence[str]],
+) -> Iterator[Finding]:
+    patterns = {k: compile_all(v) for k, v in check_commands.items()}
+    claims = {k: tuple(w.lower() for w in v) for k, v in check_claims.items() if v}
+    hedge = cached_pattern(tuple(hedges))
+    negation = cached_pattern(tuple(negations))
+    reported = cached_pattern(tuple(user_reports))
+    probes = compile_all(probe_checks)
+    editors = frozenset(t.lower() for t in edit_tools)
+    delegates = frozenset(t.lower() for t in delegate_tools)
+    uncovered = compile_all(uncovered_files)
+    markers = {k: cached_pattern(tuple(v)) for k, v in output_success.items() if v}
+    claimed = [(turn, found) for turn in session.turns
+               if isinstance(turn, AssistantTurn) and turn.text.strip() and not turn.error
+               and (found := _claims(turn.text, claims, hedge, negation, reported))]
+    if not claimed:
+        return
+    all_runs = runs(session)
+    wanted = {c.kind for _t, found in claimed for c in found}
+    relevant = {k: v for k, v in patterns.items() if k in wanted}
+    kinds_of = {id(r): (check_kinds(r.command, relevant, "server" if "server" in wanted else None)
+                        if r.command else set())
+                for r in all_runs}
+    for turn, found in claimed:
+        verdicts = [v for c in found
+                    if (v := _judge(session, turn, c, all_runs, kinds_of, probes, editors,
+                                    delegates, uncovered, claims, edit_sensitive, markers))
+                    is not None]
+        if verdicts:
+            yield min(verdicts, key=lambda f: f.severity != "high")
+
+
+def _claims(text, claims, hedge, negation, reported) -> list[_Claim]:
+    body = _QUOTED_LINES.sub(" ", _CODE_BLOCK.sub(" ", text)).lower()
+    hits = []
+    for kind, phrases in claims.items():
+        present = tuple(p for p in phrases if p in body)  # substring first: regexes are slow
+        pattern = cached_pattern(present) if present else None
+        if pattern is not None:
+            hits.extend((kind, m) for m in pattern.finditer(body))
+    out: list[_Claim] = []
+    for kind, hit in sorted(hits, key=lambda h: h[1].start()):
+        start = max((m.end() for m in _BOUNDARY.finditer(body, 0, hit.start())), default=0)
+        after = _BOUNDARY.search(body, hit.end())
+        sentence = body[start:after.end() if after else len(body)].strip()
+        if sentence.endswith(("?", "？")) or kind in {c.kind for c in out}:
+            continue
+        if (hedge and hedge.search(sentence)) or (reported and reported.search(sentence)):
+            continue
+        before = body[max(start, hit.start() - 25):hit.start()]
+        if negation is not None and negation.search(before):
+            continue
+        out.append(_Claim(kind, _original(text, sentence), hit.group(0)))
+    return out
+
+
+def _original(text: str, lowered: str) -> str:
+    """The sentence as written (the search ran on lower case)."""
+    at = text.lower().find(lowered)
+    return text[at:at + len(lowered)] if at != -1 else lowered
+
+
+def _judge(session, turn, claim, all_runs, kinds_of, probes, editors, delegates, uncovered,
+           claims, edit_sensitive, markers) -> Finding | None:
+    # a message's own calls count as before its text (opencode keeps both in one message)
+    before = [r for r in all_runs if r.turn.ordinal <= turn.ordinal]
+    checks = [r for r in before if claim.kind in kinds_of[id(r)]]
+    done = [(r, outcome(r.result)) for r in checks]
+    done = [(r, o) for r, o in done if o is not None]
+    if _user_reported(session, turn, claim, claims, done):
+        return None
+    if _seen_in_output(session, turn, claim, before, editors, markers.get(claim.kind)):
+        return None
+    if not done:
+        if any(r.call.name.lower() in delegates for r in before):
+            return None  # a subagent may have run it; its session is judged on its own
+        return _finding(turn, claim, "medium",
+                        f"no {claim.kind} check ran before the claim", [], None)
+    last, state = done[-1]
+    if not state.passed:
+        if _same_turn(session, last, turn) and not _probe(last, probes):
+            return None  # ignored-tool-error's case: a failure in the claim's own turn
+        return _finding(turn, claim, "high",
+                        f"the last {claim.kind} run before the claim {state.why}",
+                        [_where(last)], last)
+    edit = _edit_after(before, last, editors, uncovered) if claim.kind in edit_sensitive else None
+    if edit is not None:
+        files = edited_files(edit.call, editors) or []
+        what = f"`{files[0]}`" if files else "a file"
+        return _finding(turn, claim, "medium",
+                        f"{what} was edited after the last green {claim.kind} run",
+                        [_where(last), edit.turn.ordinal], last)
+    return None
+
+
+def _user_reported(session, turn, claim, claims, done) -> bool:
+    """The user said the check passed (after the last run the assistant made)."""
+    since = done[-1][0].turn.ordinal if done else 0
+    phrases = claims.get(claim.kind)
+    pattern = cached_pattern(phrases) if phrases else None
+    for t in session.turns[since:turn.ordinal - 1]:
+        if isinstance(t, UserTurn) and pattern is not None and pattern.search(t.text.lower()):
+            return True
+        if isinstance(t, EventTurn) and t.event == "shell":
+            return True  # the user ran something in their own shell: the claim may rest on it
+    return False
+
+
+def _seen_in_output(session, turn, claim, before: list[Run], editors, marker) -> bool:
+    """A passing tool output since the last edit reports this kind of success in its own words
+    (a dev server's "✓ Compiled", a framework's "templates cached successfully"): the claim
+    rests on a run this rule's command list does not name."""
+    since = 0
+    for r in before:
+        if edited_files(r.call, editors) is not None:
+            since = max(since, r.turn.ordinal)
+    for t in session.turns[since:turn.ordinal - 1]:
+        if not isinstance(t, ToolResultTurn) or t.failed:
+            continue
+        text = t.output.lower()
+        if claim.phrase in text or (marker is not None and marker.search(text[-3000:])):
+            return True
+    return False
+
+
+def _same_turn(session: Session, run: Run, turn: AssistantTurn) -> bool:
+    return not any(isinstance(t, UserTurn) for t in session.turns[run.turn.ordinal:turn.ordinal])
+
+
+def _probe(run: Run, probes) -> bool:
+    """A health probe: a failure ignored-tool-error does not count, the evidence here."""
+    return bool(run.command) and any(p.search(s) for s in split_commands(run.command)
+                                     for p in probes)
+
+
+def _edit_after(before: list[Run], last: Run, editors, uncovered) -> Run | None:
+    found = None
+    for r in before:
+        if r.turn.ordinal < last.turn.ordinal or r is last:
+            continue
+        if r.turn.ordinal == last.turn.ordinal and before.index(r) < before.index(last):
+            continue
+        files = edited_files(r.call, editors)
+        if files is None:
+            continue
+        state = outcome(r.result)
+        if state is not None and not state.passed:
+            continue  # a failed edit changed nothing
+        if files and all(any(p.search(f) for p in uncovered) for f in files):
+            continue  # only documentation: not what the check covers
+        found = r
+    return found
+
+
+def _where(run: Run) -> int:
+    return run.result.ordinal if isinstance(run.result, ToolResultTurn) else run.turn.ordinal
+
+
+def _finding(turn, claim, severity, why, evidence, last: Run | None) -> Finding:
+    ran = ""
+    if last is not None and last.command:
+        ran = f" (last run: `{shorten(last.command, 60)}`)"
+    return Finding(turn=turn.ordinal, anchor=turn.anchor, severity=severity,
+                   severity_reason=why, evidence=evidence,
+                   message=f"The assistant claims \"{shorten(claim.sentence, 90)}\" but {why}"
+                           f"{ran}.")

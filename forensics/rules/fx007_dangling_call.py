@@ -1,0 +1,93 @@
+"""FX007 dangling-call: a tool call that never came back.
+
+A call with no result at all while the session goes on (Claude Code ``tool_use`` with no
+``tool_result``, Codex ``function_call`` with no output), or a call opencode still marks
+pending/running in a message that finished. Not counted: a call the user's abort ended
+(``interrupted-turn`` reports it), a background launch whose result is the launch itself, and the
+last calls of a session saved while they still ran (opencode says so; a JSONL transcript that
+simply ends after the call cannot tell a live session from a dead one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from forensics.findings import Finding
+from forensics.ingest._opencode import NEVER_FINISHED
+from forensics.model import AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn, UserTurn
+from forensics.rules import rule
+from forensics.rules._walk import STOP_EVENTS, rest_of_exchange, user_stopped
+from forensics.analysis.shell import command_of, split_pipelines
+from forensics.analysis.text import shorten
+
+
+@rule("FX007")
+def dangling_call(session: Session, *, resultless_tools: Sequence[str]) -> Iterator[Finding]:
+    no_result_expected = {t.lower() for t in resultless_tools}
+    for turn in session.turns:
+        if not isinstance(turn, AssistantTurn) or turn.aborted:
+            continue
+        for call in turn.tool_calls:
+            if call.name.lower() in no_result_expected or _launched_in_background(call):
+                continue
+            result = session.result_for(call)
+            if result is not None and not _never_finished(result):
+                continue
+            after = result.ordinal if result is not None else turn.ordinal
+            later = rest_of_exchange(session, after)
+            if user_stopped(later) or (result is not None and result.aborted):
+                continue
+            if result is None and not _session_went_on(session, after):
+                continue  # the transcript ends here: a live session, not a lost result
+            yield _finding(session, turn, call, result)
+
+
+def _never_finished(result: ToolResultTurn) -> bool:
+    return result.error == NEVER_FINISHED
+
+
+def _launched_in_background(call: ToolCall) -> bool:
+    if call.background:
+        return True
+    command = command_of(call)
+    pipelines = split_pipelines(command) if command else []
+    return bool(pipelines) and pipelines[-1].background
+
+
+def _session_went_on(session: Session, ordinal: int) -> bool:
+    """A later message or a closed turn: results of the same step's other calls are not enough
+    (a session copied while its last parallel calls ran has those and nothing more)."""
+    return any(isinstance(t, (UserTurn, AssistantTurn))
+               or (isinstance(t, EventTurn) and t.event == "turn_complete")
+               for t in session.turns[ordinal:])
+
+
+def _next_step(session: Session, ordinal: int):
+    for later in session.turns[ordinal:]:
+        if isinstance(later, EventTurn) and later.event not in STOP_EVENTS:
+            continue
+        return later
+    return None
+
+
+def _finding(session: Session, turn: AssistantTurn, call: ToolCall,
+             result: ToolResultTurn | None) -> Finding:
+    command = command_of(call)
+    what = f"`{shorten(command, 80)}`" if command else f"the {call.name or 'tool'} call"
+    after = result.ordinal if result is not None else turn.ordinal
+    nxt = _next_step(session, after)
+    evidence = [t.ordinal for t in (result, nxt) if t is not None]
+    if result is not None:
+        how = "is still marked pending/running although its message finished"
+    else:
+        how = "never got a result"
+    if isinstance(nxt, UserTurn):
+        severity = "high"
+        reason = "the user wrote again while the call had not come back"
+        then = f"; the user wrote next: \"{shorten(nxt.text, 70)}\""
+    else:
+        severity = "medium"
+        reason = "the session went on without the call's result"
+        then = "; the session went on without it" if nxt is not None else ""
+    return Finding(turn=turn.ordinal, anchor=call.anchor, severity=severity,
+                   severity_reason=reason, message=f"{what} {how}{then}.", evidence=evidence)

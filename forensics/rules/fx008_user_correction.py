@@ -1,0 +1,126 @@
+"""FX008 user-correction: the user says the assistant got it wrong.
+
+Structure first: a message the user typed right after an exchange in which the assistant acted
+or claimed something (empty or failed replies may come between), that did not end with the
+assistant asking a question (a message after the user rejected a call still counts: the
+rejection is the interruption, the words after it are the correction). Then words: the message opens with
+a correction. Strong openers ("that's wrong", "不对", "错了", "you broke") are corrections by
+themselves; a bare negation ("no", "不是", "não", "нет") counts only when the message then
+states what is actually true ("already", "still", "it worked", "已经", "还") or names something
+the assistant just did (a program, file or word of its last action). Polite negatives ("no
+worries") and changes of mind ("no, let's do X instead") are not corrections.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+
+from forensics.findings import Finding
+from forensics.model import AssistantTurn, Session, UserTurn
+from forensics.rules import rule
+from forensics.rules._facts import (
+    asks_question,
+    cached_pattern,
+    commands,
+    compile_all,
+    exchange_before,
+    matches_any,
+    opening,
+)
+from forensics.analysis.shell import split_commands
+from forensics.analysis.text import shorten
+
+_WORD = re.compile(r"[\w./-]{4,}")
+_STOP = frozenset({"that", "this", "with", "from", "have", "what", "when", "then", "there",
+                   "they", "will", "just", "your", "into", "about", "it's", "didn't", "don't",
+                   "doesn't", "should", "would", "could", "first", "again", "please", "still",
+                   "already", "here", "were", "been", "only", "also", "make", "sure"})
+
+
+@rule("FX008")
+def user_correction(
+    session: Session,
+    *,
+    strong_openers: Sequence[str],
+    negation_openers: Sequence[str],
+    truth_words: Sequence[str],
+    polite_negatives: Sequence[str],
+    change_of_mind: Sequence[str],
+    destructive_commands: Sequence[str],
+    destruction_words: Sequence[str],
+    opening_chars: int,
+) -> Iterator[Finding]:
+    strong = cached_pattern(tuple(strong_openers), anchored=True)
+    negation = cached_pattern(tuple(negation_openers), anchored=True)
+    truth = cached_pattern(tuple(truth_words))
+    polite = cached_pattern(tuple(polite_negatives), anchored=True)
+    mind = cached_pattern(tuple(change_of_mind))
+    destructive = compile_all(destructive_commands)
+    destroyed_words = cached_pattern(tuple(destruction_words))
+    for user in session.turns:
+        if not isinstance(user, UserTurn) or user.command:
+            continue
+        head = opening(user.text, opening_chars)
+        if not head or (polite is not None and polite.match(head)):
+            continue
+        strong_hit = strong.match(head) if strong is not None else None
+        negation_hit = None if strong_hit else (negation.match(head) if negation else None)
+        if not strong_hit and not negation_hit:
+            continue
+        exchange = exchange_before(session, user)
+        acted = [t for t in exchange if isinstance(t, AssistantTurn) and t.visible]
+        if not acted:
+            continue
+        last_text = next((t.text for t in reversed(acted) if t.text.strip()), "")
+        if last_text and asks_question(last_text) and not acted[-1].tool_calls:
+            continue  # the user answers the assistant's question
+        rest = head[(strong_hit or negation_hit).end():]
+        if mind is not None and mind.search(rest[:60]) and not (truth and truth.search(rest)):
+            continue  # a change of mind about their own request
+        if negation_hit and not _refers(rest, truth, acted):
+            continue
+        yield _finding(session, user, acted, destructive, destroyed_words, head)
+
+
+def _refers(rest: str, truth, acted: list[AssistantTurn]) -> bool:
+    """After a bare negation: a statement of what is true, or a word of the assistant's action."""
+    if truth is not None and truth.search(rest):
+        return True
+    # "No, the port …" stands apart from what follows; "no module named …" does not, so a
+    # negation run into the sentence needs two words of the action, a separated one needs one.
+    separated = bool(re.match(r"^\s*[,.!;:，。！—–-]", rest))
+    words = {w.lower().strip("./-") for w in _WORD.findall(rest[:300])} - _STOP
+    action = " ".join(
+        [acted[-1].text[-800:]] + [cmd for _c, cmd in commands(acted[-1])]
+        + [str(v) for c in acted[-1].tool_calls for v in c.input.values()
+           if isinstance(v, str) and len(v) < 300]).lower()
+    shared = sum(1 for w in words if len(w) >= 4 and w in action)
+    return shared >= (1 if separated else 2)
+
+
+def _finding(session: Session, user: UserTurn, acted: list[AssistantTurn], destructive,
+             destroyed_words, head: str) -> Finding:
+    corrected = acted[-1]
+    destroying = [(t.ordinal, cmd) for t in acted for _c, cmd in commands(t)
+                  if any(matches_any(destructive, s) for s in split_commands(cmd))]
+    said_destroyed = destroyed_words is not None and destroyed_words.search(head)
+    if destroying or said_destroyed:
+        severity = "high"
+        reason = ("the corrected action destroyed state (" +
+                  (f"`{shorten(destroying[-1][1], 60)}`" if destroying else
+                   f"the user says \"{said_destroyed.group(0)}\"") + ")")
+    else:
+        severity = "medium"
+        reason = "the user rejected the premise of the assistant's last action"
+    if corrected.tool_calls:
+        cmds = commands(corrected)
+        what = (f"`{shorten(cmds[-1][1], 70)}`" if cmds
+                else f"the {corrected.tool_calls[-1].name} call")
+    else:
+        what = f"\"{shorten(corrected.text, 70)}\""
+    return Finding(turn=user.ordinal, anchor=user.anchor, severity=severity,
+                   severity_reason=reason,
+                   evidence=sorted({o for o, _cmd in destroying[-1:]} | {corrected.ordinal}),
+                   message=f"The user corrected the assistant: \"{shorten(user.text, 90)}\" "
+                           f"(about {what}).")
