@@ -26,7 +26,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -39,7 +39,7 @@ from forensics.archive import (
     opencode_dir_files,
 )
 from forensics.config import Config
-from forensics.errors import IngestError
+from forensics.errors import ForensicsError, IngestError
 from forensics.frame import (
     ERROR_COLUMNS,
     INCIDENT_COLUMNS,
@@ -292,9 +292,56 @@ class Collected:
     problems: list[Problem] = field(default_factory=list)
     workers: int = 1
     elapsed: float = 0.0
+    lost: str | None = None
+    """Why the executor stopped before every unit was done (its scheduler went away)."""
 
     def rows(self, kind: str) -> list[dict[str, Any]]:
         return [row for o in self.outcomes for row in getattr(o, kind)]
+
+
+Item = tuple[Unit, "str | None"]
+"""A unit to run and the hash it had in the last run (``None`` when new)."""
+
+
+class ExecutorLost(Exception):
+    """The executor can run no more units (a cluster's scheduler went away)."""
+
+
+class Executor(Protocol):
+    """Where units are read and scanned: this process, a local pool (``LocalPool``), or a Dask
+    cluster (``forensics.cluster``). Every executor runs the same ``_process`` on the same
+    ``Unit``s and hands the same ``UnitOutcome``s to ``take``, so outputs do not depend on it.
+    """
+
+    workers: int
+
+    def list_units(self, paths: Sequence[str | os.PathLike[str]], problems: list[Problem], *,
+                   exclude: Sequence[str | os.PathLike[str]]) -> Iterator[Unit]:
+        """The units under ``paths`` (``forensics.archive.iter_units``)."""
+
+    def run(self, items: Iterator[Item], *, total: int | None, config: Config,
+            cases_dir: str | None, known: dict[str, dict[str, str]],
+            take: Callable[[UnitOutcome], None]) -> None:
+        """Run every item and ``take`` each outcome in this process, with a bounded number of
+        items in flight. Raises ``ExecutorLost`` when it cannot go on."""
+
+
+@dataclass
+class LocalPool:
+    """Units in worker processes of this machine (``workers == 1``: in this process)."""
+
+    workers: int
+
+    def list_units(self, paths, problems, *, exclude):
+        return iter_units(paths, problems, exclude=exclude)
+
+    def run(self, items, *, total, config, cases_dir, known, take) -> None:
+        if self.workers <= 1:
+            _init_worker(config, cases_dir)
+            for unit, prev_hash in items:
+                take(_process(unit, prev_hash))
+        else:
+            _run_pool(items, total, self.workers, config, cases_dir, take)
 
 
 def default_workers() -> int:
@@ -306,19 +353,22 @@ def collect(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = No
             config: Config | None = None, progress: bool = False,
             known: dict[str, dict[str, str]] | None = None,
             cases_dir: str | None = None,
-            exclude: Sequence[str | os.PathLike[str]] = ()) -> Collected:
+            exclude: Sequence[str | os.PathLike[str]] = (),
+            executor: Executor | None = None) -> Collected:
     """Read and scan every unit under ``paths``; nothing is written.
+
+    ``executor`` says where units run (default: a local pool of ``workers`` processes).
 
     ``known`` maps a unit label to its previous ``{"hash", "stamp"}``: units with an unchanged
     stamp are skipped without being read, units with an unchanged hash after reading.
     """
     config = config or Config()
     known = known or {}
-    workers = workers or default_workers()
-    out = Collected(workers=workers)
+    executor = executor or LocalPool(workers or default_workers())
+    out = Collected(workers=executor.workers)
     bar = Progress(progress)
     start = time.monotonic()
-    units = iter_units(paths, out.problems, exclude=exclude)
+    units = executor.list_units(paths, out.problems, exclude=exclude)
     # A list when listing is cheap (folders, zip, plain tar) gives the bar a total; compressed
     # tars stream, so their units stay a generator and the total is unknown.
     if not any(_streams(p) for p in paths):
@@ -348,12 +398,14 @@ def collect(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = No
                 continue
             yield unit, (prev or {}).get("hash")
 
-    if workers <= 1:
-        _init_worker(config, cases_dir)
-        for unit, prev_hash in pending():
-            take(_process(unit, prev_hash))
-    else:
-        _run_pool(pending(), total, workers, config, cases_dir, take)
+    try:
+        executor.run(pending(), total=total, config=config, cases_dir=cases_dir, known=known,
+                     take=take)
+    except ExecutorLost as exc:  # what was done is kept: a rerun continues from it
+        out.lost = str(exc)
+    # Completion order depends on the workers; the outputs must not.
+    out.outcomes.sort(key=lambda o: o.label)
+    out.problems.sort(key=lambda p: p.label)
     bar.update(counts["done"], total, counts["sessions"], counts["incidents"], final=True)
     out.elapsed = time.monotonic() - start
     return out
@@ -376,9 +428,6 @@ def _pool_context():
     return multiprocessing.get_context("spawn")
 
 
-Item = tuple[Unit, "str | None"]
-
-
 def _run_pool(items: Iterator[Item], total: int | None, workers: int, config: Config,
               cases_dir: str | None, take: Callable[[UnitOutcome], None]) -> None:
     """Chunks of units to a process pool, with a bounded number in flight (a compressed tar's
@@ -399,10 +448,7 @@ def _run_pool(items: Iterator[Item], total: int | None, workers: int, config: Co
         retry = []
         for chunk, alone in lost:
             if alone:
-                unit = chunk[0][0]
-                take(UnitOutcome(label=unit.label, stamp=unit.stamp, status="failed", errors=[
-                    _error_row(unit.label, unit.label, "the worker reading it died (killed or "
-                               "out of memory)", kind="crash")]))
+                take(worker_died(chunk[0][0]))
             else:
                 retry.extend(chunk)
 
@@ -461,6 +507,13 @@ def _pool_pass(items: Iterator[Item], retry: list[Item], size: int, workers: int
         return []
     # Retried units not reached before the pool broke go to the next pool, still to retry.
     return list(in_flight.values()) + [([item], False) for item in untried]
+
+
+def worker_died(unit: Unit) -> UnitOutcome:
+    """The outcome of a unit whose worker died twice while reading it."""
+    return UnitOutcome(label=unit.label, stamp=unit.stamp, status="failed", errors=[
+        _error_row(unit.label, unit.label, "the worker reading it died (killed or out of "
+                   "memory)", kind="crash")])
 
 
 def _lost() -> Future:
@@ -551,7 +604,8 @@ def _previous_rows(out: Path, origins: set[str]) -> dict[str, list[dict[str, Any
 
 def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], *,
               workers: int | None = None, full: bool = False, config: Config | None = None,
-              progress: bool = True) -> BatchSummary:
+              progress: bool = True, executor: Executor | None = None,
+              partitioned: bool = False) -> BatchSummary:
     """Scan every session under ``paths`` and write the tables and index page to ``out``.
 
     Parameters
@@ -571,6 +625,11 @@ def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
     progress
         Draw a progress line on stderr when it is a terminal (``FORENSICS_PROGRESS=1``
         forces it).
+    executor
+        Where units run instead of a local pool of ``workers`` (``forensics.cluster``).
+    partitioned
+        Also write the incidents and sessions tables as datasets partitioned by agent and
+        month (``forensics.dataset``).
 
     Returns
     -------
@@ -586,8 +645,22 @@ def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
     collected = collect(paths, workers=workers, config=config,
                         progress=progress and (sys.stderr.isatty()
                                                or os.environ.get("FORENSICS_PROGRESS") == "1"),
-                        known=known, cases_dir=cases_dir, exclude=[out])
-    return write_outputs(collected, out, key=key, rescanned_all=full or not known)
+                        known=known, cases_dir=cases_dir, exclude=[out], executor=executor)
+    summary = write_outputs(collected, out, key=key, rescanned_all=full or not known,
+                            partitioned=partitioned)
+    if collected.lost:
+        raise BatchLost(collected.lost, summary)
+    return summary
+
+
+class BatchLost(ForensicsError):
+    """The batch stopped early (its cluster went away); what was done is written to OUT and
+    in its state, so the same command continues from there."""
+
+    def __init__(self, reason: str, summary: BatchSummary) -> None:
+        self.summary = summary
+        super().__init__(f"{reason}; {summary.sources} sources were done and written to "
+                         f"{summary.out}: run the same command again to continue")
 
 
 def _reporter_available() -> bool:
@@ -597,7 +670,7 @@ def _reporter_available() -> bool:
 
 
 def write_outputs(collected: Collected, out: Path, *, key: str,
-                  rescanned_all: bool) -> BatchSummary:
+                  rescanned_all: bool, partitioned: bool = False) -> BatchSummary:
     """Write the tables, the state and the index page for ``collected`` into ``out``."""
     from forensics.frame import frame
     from forensics.index import write_index
@@ -622,6 +695,10 @@ def write_outputs(collected: Collected, out: Path, *, key: str,
         if name != "errors":
             df.write_parquet(out / f"{name}.parquet", metadata=meta)
         df.write_ndjson(out / f"{name}.ndjson")
+    if partitioned:
+        from forensics.dataset import write_partitioned
+
+        write_partitioned(tables, out)
 
     state = {
         "schema_version": SCHEMA_VERSION,
