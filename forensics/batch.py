@@ -150,7 +150,7 @@ def read_unit(unit: Unit, *, known_hash: str | None = None) -> UnitRead:
     seen: set[str] = set()
     for blob, data in zip(unit.databases, dbs):
         try:
-            source = f"{blob.path}!{clean_member(blob.member)}"
+            source = f"{blob.path}!{clean_member(blob.member)}" if blob.member else blob.path
             for s in ingest.read_bytes(data, source=source):
                 seen.add(s.id)
                 sessions.append(s)

@@ -324,9 +324,10 @@ def rules_command(
 
 @app.command()
 def batch(
-    paths: Annotated[list[Path], typer.Argument(
+    paths: Annotated[list[str], typer.Argument(
         help="Session files, folders (agent data dirs, any tree mixing formats) and archives "
-             "(.zip, .tar, .tar.gz, .tar.zst), read in place.")],
+             "(.zip, .tar, .tar.gz, .tar.zst), read in place; also fsspec URLs (s3://…, "
+             "gs://…, file://…).")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write the tables "
                                          "and index page to; reruns skip unchanged sources.")],
     workers: Annotated[Optional[int], typer.Option(
@@ -339,14 +340,37 @@ def batch(
     progress: Annotated[bool, typer.Option(
         "--progress/--no-progress", help="Progress line on stderr (when it is a terminal).")
     ] = True,
+    cluster: Annotated[Optional[str], typer.Option(
+        "--cluster", help="Run on a Dask cluster: a scheduler address (tcp://host:8786) or "
+                          "local[:N] for N local worker processes (needs forensics[dask]).")
+    ] = None,
+    partitioned: Annotated[bool, typer.Option(
+        "--partitioned", help="Also write incidents/ and sessions/ as parquet datasets "
+                              "partitioned by agent and month.")] = False,
 ) -> None:
     """Scan many sessions in parallel: incidents.parquet, sessions.parquet, index.html."""
-    from forensics.batch import run_batch
+    from contextlib import nullcontext
+
+    from forensics.batch import BatchLost, run_batch
+    from forensics.remote import is_url
 
     cfg = build_config(config, select, ignore)
+    inputs = [p if is_url(p) else Path(p) for p in paths]
     try:
-        summary = run_batch(paths, output, workers=workers, full=full, config=cfg,
-                            progress=progress)
+        if cluster is None:
+            engine = nullcontext(None)
+        else:
+            from forensics.cluster import dask_executor
+
+            engine = dask_executor(cluster)
+        with engine as executor:
+            summary = run_batch(inputs, output, workers=workers, full=full, config=cfg,
+                                progress=progress, executor=executor, partitioned=partitioned)
+    except BatchLost as exc:
+        typer.echo(str(exc.summary))
+        raise fail(str(exc))
+    except ForensicsError as exc:
+        raise fail(str(exc))
     except OSError as exc:
         raise fail(f"{exc.filename or output}: {exc.strerror or exc}")
     typer.echo(str(summary))
