@@ -413,7 +413,10 @@ def collect(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = No
 
 def _streams(path: str | os.PathLike[str]) -> bool:
     from forensics.archive import STREAM_TAR_SUFFIXES
+    from forensics.remote import is_url
 
+    if is_url(path):  # listing it to find out would cost a round trip per folder
+        return True
     p = Path(path)
     if p.is_dir():
         return any(f.lower().endswith(tuple(STREAM_TAR_SUFFIXES))

@@ -40,6 +40,10 @@ from forensics.errors import ForensicsError
 INSTALL = "pip install 'forensics[dask]'"
 CONNECT_TIMEOUT = "20s"
 CHUNKS_PER_WORKER = 4
+MAX_CHUNK = 32
+"""Units per task at most: a task costs the scheduler and this process a few milliseconds
+(docs/scaling.md), a unit tens of milliseconds on a worker, so big batches on many workers
+take bigger chunks than the local pool's 8."""
 
 
 class ClusterUnavailable(ForensicsError):
@@ -166,7 +170,7 @@ class DaskExecutor:
             cases_dir: str | None, known: dict[str, dict[str, str]],
             take: Callable[[batch.UnitOutcome], None]) -> None:
         distributed = _distributed()
-        size = 4 if total is None else max(1, min(8, total // (self.workers * 16)))
+        size = 4 if total is None else max(1, min(MAX_CHUNK, total // (self.workers * 16)))
         window = self.workers * CHUNKS_PER_WORKER
         # A few hundred bytes, sent with every task: scattered data would be lost with the
         # worker holding it, taking the tasks that need it along.

@@ -106,6 +106,36 @@ def test_the_parent_lists_compressed_tars_whole(inputs, cluster):
     assert problems == []
 
 
+class CountingClient:
+    """A client that notes, at every task it submits, how many futures it already holds."""
+
+    def __init__(self, client) -> None:
+        self.client = client
+        self.held: list[int] = []
+
+    def submit(self, *args, **kwargs):
+        self.held.append(len(self.client.futures))
+        return self.client.submit(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+
+def test_tasks_in_flight_stay_within_the_window(inputs, cluster, tmp_path, monkeypatch):
+    from forensics.cluster import CHUNKS_PER_WORKER
+
+    counting = CountingClient(cluster.client)
+    monkeypatch.setattr(cluster, "client", counting)
+    summary = run_batch([inputs["folder"]], tmp_path / "out", executor=cluster, progress=False)
+    window = cluster.workers * CHUNKS_PER_WORKER
+    assert len(counting.held) > window  # more tasks than the window: the bound mattered
+    # Fewer than the window before each submit, plus at most the one just released (the
+    # client forgets a released future on its event loop, a moment later).
+    assert max(counting.held) <= window
+    local = run_batch([inputs["folder"]], tmp_path / "local", workers=1, progress=False)
+    assert (summary.sources, summary.sessions) == (local.sources, local.sessions)
+
+
 def test_rerun_on_the_cluster_skips_unchanged_sources(inputs, cluster, local_batch, tmp_path):
     local, _out = local_batch
     out = tmp_path / "out"
