@@ -155,7 +155,7 @@ class DaskExecutor:
 
     def __init__(self, client: Any, *, address: str = "") -> None:
         self.client = client
-        self.address = address
+        self.address = address or getattr(client.scheduler, "address", "") or "?"
         self.workers = max(1, len(client.scheduler_info().get("workers", {})))
         self._problems: list[Problem] = []
         self._keys = itertools.count()
