@@ -18,6 +18,13 @@ Where the bytes of a unit live (``Blob``):
 * a file named by an fsspec URL (``forensics.remote``): the worker opens the URL, and zip and
   plain tar archives there are read by member name and offset as on disk.
 
+Hostile archives: two members with the same name are both read (the second as ``name#2``);
+members that are not regular files (links, devices, FIFOs) and members past a limit are listed
+as problems with the reason; a truncated archive is reported (a plain tar without its end
+marker, or whose last member runs past the end; a compressed stream that ends early); and
+``Limits`` caps a member's size, the total expanded size and the member count, so a small
+archive cannot cost gigabytes of memory (a member's bytes are only held up to the member limit).
+
 An opencode storage tree (``storage/session|message|part``, with ``opencode*.db`` beside it) is
 one unit: a worker reads the databases first and then the tree, deduplicated by session id, as
 ``forensics.ingest`` does for a folder. Which files are sessions is decided by the worker from
@@ -31,14 +38,16 @@ import os
 import tarfile
 import zipfile
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Literal
 
 from forensics.ingest import SESSION_SUFFIXES
+from forensics.ingest._source import regular_file
 from forensics.ingest.sniff import is_opencode_tree
 from forensics.remote import basename, is_url, listing, open_binary
+from forensics.remote import stat as url_stat
 
 ZIP_SUFFIXES = (".zip",)
 TAR_SUFFIXES = (".tar",)
@@ -51,6 +60,103 @@ ARCHIVE_SUFFIXES = ZIP_SUFFIXES + TAR_SUFFIXES + tuple(STREAM_TAR_SUFFIXES)
 
 def is_archive(name: str) -> bool:
     return name.lower().endswith(ARCHIVE_SUFFIXES)
+
+
+_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one archive may hold before the rest of it is skipped (and reported)."""
+
+    member_bytes: int = 512 * 2**20
+    """Largest member read; a bigger one is listed as skipped, its bytes never held."""
+    total_bytes: int = 32 * 2**30
+    """Expanded bytes of session members read from one archive."""
+    members: int = 1_000_000
+    """Members looked at in one archive."""
+
+    @classmethod
+    def parse(cls, text: str) -> "Limits":
+        """``member=2G,total=100G,members=5000000`` (any subset; K, M, G, T suffixes)."""
+        values: dict[str, int] = {}
+        names = {"member": "member_bytes", "total": "total_bytes", "members": "members"}
+        for item in filter(None, (t.strip() for t in text.split(","))):
+            key, _, raw = item.partition("=")
+            field_name = names.get(key.strip())
+            raw = raw.strip().lower().removesuffix("b").removesuffix("i")
+            unit = raw[-1:] if raw[-1:] in _UNITS and raw[-1:] else ""
+            number = raw[: len(raw) - len(unit)]
+            if field_name is None or not number.isdigit():
+                raise ValueError(f"bad archive limit {item!r}: expected member=SIZE, "
+                                 "total=SIZE or members=COUNT (e.g. member=2G)")
+            values[field_name] = int(number) * _UNITS[unit]
+        return cls(**values)
+
+    def describe(self) -> str:
+        return (f"member={_size(self.member_bytes)},total={_size(self.total_bytes)},"
+                f"members={self.members}")
+
+
+def _size(n: int) -> str:
+    for unit in ("T", "G", "M", "K"):
+        if n >= _UNITS[unit.lower()] and n % _UNITS[unit.lower()] == 0:
+            return f"{n // _UNITS[unit.lower()]}{unit}"
+    return str(n)
+
+
+DEFAULT_LIMITS = Limits()
+
+
+class _Budget:
+    """Applies ``Limits`` to one archive's members, in order; records why a member is skipped."""
+
+    def __init__(self, path: str | Path, limits: Limits, problems: list[Problem]) -> None:
+        self.path, self.limits, self.problems = path, limits, problems
+        self.count = 0
+        self.total = 0
+        self.stopped = False
+
+    def admit(self, name: str, size: int) -> bool:
+        """Whether to read this session member; False (with a problem) past a limit."""
+        if self.stopped:
+            return False
+        self.count += 1
+        if self.count > self.limits.members:
+            self._stop(f"more than {self.limits.members} members; the rest not read "
+                       f"(raise with --archive-limits members=N)")
+            return False
+        if size > self.limits.member_bytes:
+            self.problems.append(Problem(
+                f"{self.path}!{name}", f"member of {_size(size)} bytes is over the "
+                f"{_size(self.limits.member_bytes)} limit; not read (raise with "
+                f"--archive-limits member=SIZE)"))
+            return False
+        if self.total + size > self.limits.total_bytes:
+            self._stop(f"expanded size past the {_size(self.limits.total_bytes)} limit; later "
+                       "members not read (raise with --archive-limits total=SIZE)")
+            return False
+        self.total += size
+        return True
+
+    def _stop(self, reason: str) -> None:
+        self.stopped = True
+        self.problems.append(Problem(str(self.path), reason))
+
+
+def _special_member(info: tarfile.TarInfo) -> str | None:
+    """Why a tar member that is not a regular file is skipped, or None for folders."""
+    if info.isdir():
+        return None
+    if info.issym():
+        return f"symbolic link (to {info.linkname}) not followed"
+    if info.islnk():
+        return f"hard link (to {info.linkname}) not followed"
+    if info.ischr() or info.isblk():
+        return "device member not read"
+    if info.isfifo():
+        return "FIFO member not read"
+    return "not a regular file; not read"
 
 
 @dataclass(frozen=True)
@@ -70,12 +176,16 @@ class Blob:
     def name(self) -> str:
         return PurePosixPath(self.member).name if self.member else basename(self.path)
 
+    index: int = -1
+    """Zip: the member's place in the central directory (two members may share a name)."""
+
     def read(self) -> bytes:
         if self.where in ("disk", "url"):
             with open_binary(self.path) as fh:
                 return fh.read()
         if self.where == "zip":
-            return _zip(self.path).read(self.member)
+            zf = _zip(self.path)
+            return zf.read(zf.infolist()[self.index] if self.index >= 0 else self.member)
         if self.where == "tar":
             with open_binary(self.path) as fh:
                 fh.seek(self.offset)
@@ -138,7 +248,7 @@ class MemberTree:
 
 def iter_units(paths: Iterable[str | os.PathLike[str]], problems: list[Problem], *,
                exclude: Iterable[str | os.PathLike[str]] = (),
-               defer_streams: bool = False) -> Iterator[Unit]:
+               limits: Limits = DEFAULT_LIMITS, defer_streams: bool = False) -> Iterator[Unit]:
     """Every unit under ``paths``, in a stable order; unlistable inputs go to ``problems``.
 
     Folders in ``exclude`` (a batch's own output folder) are not walked. ``defer_streams``
@@ -147,22 +257,26 @@ def iter_units(paths: Iterable[str | os.PathLike[str]], problems: list[Problem],
     skip = {os.path.realpath(e) for e in exclude}
     for p in paths:
         if is_url(p):
-            yield from _url_units(str(p), problems, defer_streams)
+            yield from _url_units(str(p), problems, limits, defer_streams)
             continue
         path = Path(p)
-        if not path.exists() and "!" in str(p):
-            yield from _member_units(str(p), problems)
-        elif not path.exists():
+        why = regular_file(path)
+        if not os.path.lexists(path) and "!" in str(p):
+            yield from _member_units(str(p), problems, limits)
+        elif not os.path.lexists(path):
             problems.append(Problem(str(path), "no such file or folder"))
-        elif path.is_dir():
-            yield from _walk(path, problems, skip, defer_streams)
+        elif why == "is a folder":
+            yield from _walk(path, problems, skip, limits, defer_streams)
+        elif why is not None:  # a FIFO, socket or device is never opened: it could block
+            problems.append(Problem(str(path), why))
         elif is_archive(path.name):
-            yield from archive_units(path, problems, defer_streams=defer_streams)
+            yield from archive_units(path, problems, limits, defer_streams=defer_streams)
         else:
             yield _disk_unit(path)
 
 
-def _url_units(url: str, problems: list[Problem], defer_streams: bool) -> Iterator[Unit]:
+def _url_units(url: str, problems: list[Problem], limits: Limits,
+               defer_streams: bool) -> Iterator[Unit]:
     """Units under an fsspec URL: its files (storage trees grouped as in an archive) and the
     units of the archives there."""
     try:
@@ -177,7 +291,7 @@ def _url_units(url: str, problems: list[Problem], defer_streams: bool) -> Iterat
     entries = []
     for file_url, stamp in files:
         if is_archive(basename(file_url)):
-            yield from archive_units(file_url, problems, defer_streams=defer_streams)
+            yield from archive_units(file_url, problems, limits, defer_streams=defer_streams)
         elif not is_folder:
             yield Unit(label=file_url, kind="file", blob=Blob("url", file_url), stamp=stamp)
         else:
@@ -187,7 +301,8 @@ def _url_units(url: str, problems: list[Problem], defer_streams: bool) -> Iterat
         yield from _group(url.rstrip("/"), iter(entries), problems, sep="/")
 
 
-def _member_units(label: str, problems: list[Problem]) -> Iterator[Unit]:
+def _member_units(label: str, problems: list[Problem],
+                  limits: Limits = DEFAULT_LIMITS) -> Iterator[Unit]:
     """Units named ``archive!member`` (as outputs name them): that member, or every unit under
     that folder of the archive."""
     archive, _, member = label.partition("!")
@@ -195,7 +310,7 @@ def _member_units(label: str, problems: list[Problem]) -> Iterator[Unit]:
         problems.append(Problem(label, "no such file or folder"))
         return
     found = False
-    for unit in archive_units(Path(archive), problems):
+    for unit in archive_units(Path(archive), problems, limits):
         if unit.label == label or unit.label.startswith(label.rstrip("/") + "/"):
             found = True
             yield unit
@@ -217,7 +332,7 @@ def _disk_unit(f: Path) -> Unit:
 
 
 def _walk(root: Path, problems: list[Problem], skip: set[str],
-          defer_streams: bool = False) -> Iterator[Unit]:
+          limits: Limits = DEFAULT_LIMITS, defer_streams: bool = False) -> Iterator[Unit]:
     if os.path.realpath(root) in skip:
         return
     if is_opencode_tree(root):
@@ -239,8 +354,13 @@ def _walk(root: Path, problems: list[Problem], skip: set[str],
         dirs[:] = keep
         for name in sorted(names):
             f = here / name
+            if name.endswith(SESSION_SUFFIXES) or is_archive(name):
+                why = regular_file(f)
+                if why is not None:
+                    problems.append(Problem(str(f), why))
+                    continue
             if is_archive(name):
-                yield from archive_units(f, problems, defer_streams=defer_streams)
+                yield from archive_units(f, problems, limits, defer_streams=defer_streams)
             elif name.endswith(SESSION_SUFFIXES):
                 yield _disk_unit(f)
 
@@ -270,7 +390,8 @@ def _opencode_dir(d: Path) -> Unit:
 # -- archives -------------------------------------------------------------------------------
 
 
-def archive_units(path: str | Path, problems: list[Problem], *,
+def archive_units(path: str | Path, problems: list[Problem],
+                  limits: Limits = DEFAULT_LIMITS, *,
                   defer_streams: bool = False) -> Iterator[Unit]:
     """Units inside one archive (a path or URL). A damaged archive yields what it could and one
     problem. ``defer_streams``: a compressed tar is one ``archive`` unit, not read here."""
@@ -278,19 +399,33 @@ def archive_units(path: str | Path, problems: list[Problem], *,
     if defer_streams and name.endswith(tuple(STREAM_TAR_SUFFIXES)):
         yield Unit(label=str(path), kind="archive", path=str(path))
         return
+    budget = _Budget(path, limits, problems)
     try:
         if name.endswith(ZIP_SUFFIXES):
-            entries = _zip_entries(path)
+            entries = _zip_entries(path, budget)
         elif name.endswith(TAR_SUFFIXES):
-            entries = _tar_entries(path)
+            entries = _tar_entries(path, budget)
         else:
             compression = next(c for s, c in STREAM_TAR_SUFFIXES.items() if name.endswith(s))
-            yield from _group(path, _stream_tar_entries(path, compression, problems), problems)
+            yield from _numbered(_group(path, _stream_tar_entries(path, compression, budget),
+                                        problems))
             return
     except (OSError, zipfile.BadZipFile, tarfile.TarError, EOFError) as exc:
         problems.append(Problem(str(path), f"cannot read archive: {_reason(exc)}"))
         return
-    yield from _group(path, iter(entries), problems)
+    yield from _numbered(_group(path, iter(entries), problems))
+
+
+def _numbered(units: Iterator[Unit]) -> Iterator[Unit]:
+    """Units with distinct labels: a second member of the same name is ``name#2``, and so on
+    (zip keeps both entries, tar too; reading by name alone would lose one)."""
+    seen: dict[str, int] = {}
+    for unit in units:
+        n = seen.get(unit.label, 0) + 1
+        seen[unit.label] = n
+        if n > 1:
+            unit = replace(unit, label=f"{unit.label}#{n}")
+        yield unit
 
 
 def _reason(exc: BaseException) -> str:
@@ -306,35 +441,67 @@ def clean_member(member: str) -> str:
     return member.lstrip("/")
 
 
-def _zip_entries(path: str | Path) -> list[tuple[str, Blob, str]]:
+def _zip_entries(path: str | Path, budget: _Budget) -> list[tuple[str, Blob, str]]:
     out = []
     with open_binary(str(path)) as fh, zipfile.ZipFile(fh) as zf:
-        for info in zf.infolist():
+        for index, info in enumerate(zf.infolist()):
             if info.is_dir():
                 continue
-            blob = Blob("zip", str(path), member=info.filename, size=info.file_size)
-            out.append((clean_member(info.filename), blob,
-                        f"crc:{info.CRC:08x}:{info.file_size}"))
+            name = clean_member(info.filename)
+            if _wanted(name) and not budget.admit(name, info.file_size):
+                if budget.stopped:
+                    break
+                continue
+            blob = Blob("zip", str(path), member=info.filename, size=info.file_size,
+                        index=index)
+            out.append((name, blob, f"crc:{info.CRC:08x}:{info.file_size}:{index}"))
     return out
 
 
-def _tar_entries(path: str | Path) -> list[tuple[str, Blob, str | None]]:
+def _tar_entries(path: str | Path, budget: _Budget) -> list[tuple[str, Blob, str | None]]:
+    """Members of a plain tar. A truncated tar keeps the members before the damage, and the
+    damage is reported: a header that ends early, a member running past the end of the file,
+    or no end-of-archive marker (a cut exactly between two members)."""
     if is_url(path):
-        listed = listing(str(path))
-        archive_stamp = listed[1][0][1] if listed else None
+        size, archive_stamp = url_stat(str(path))
     else:
         st = Path(path).stat()
-        archive_stamp = f"{st.st_size}:{st.st_mtime_ns}"
+        size, archive_stamp = st.st_size, f"{st.st_size}:{st.st_mtime_ns}"
     out = []
-    with open_binary(str(path)) as fh, tarfile.open(fileobj=fh, mode="r:") as tf:
-        for info in tf:
-            if not info.isfile():
-                continue
-            blob = Blob("tar", str(path), member=info.name, offset=info.offset_data,
-                        size=info.size)
-            stamp = (f"tar:{archive_stamp}:{info.offset_data}:{info.size}" if archive_stamp
-                     else None)
-            out.append((clean_member(info.name), blob, stamp))
+    problems = budget.problems
+    try:
+        with open_binary(str(path)) as fh, tarfile.open(fileobj=fh, mode="r:") as tf:
+            for info in tf:
+                name = clean_member(info.name)
+                if not info.isfile():
+                    if (why := _special_member(info)) is not None and _wanted(name):
+                        problems.append(Problem(f"{path}!{name}", why))
+                    continue
+                if info.offset_data + info.size > size:
+                    problems.append(Problem(str(path), f"archive truncated inside {name}; it "
+                                                       "and any later members not read"))
+                    return out
+                if _wanted(name) and not budget.admit(name, info.size):
+                    if budget.stopped:
+                        return out
+                    continue
+                blob = Blob("tar", str(path), member=info.name, offset=info.offset_data,
+                            size=info.size)
+                stamp = (f"tar:{archive_stamp}:{info.offset_data}:{info.size}"
+                         if archive_stamp else None)
+                out.append((name, blob, stamp))
+            end = tf.offset
+    except (tarfile.TarError, EOFError) as exc:
+        problems.append(Problem(str(path), f"archive truncated or damaged after {len(out)} "
+                                           f"members; the rest not read ({_reason(exc)})"))
+        return out
+    with open_binary(str(path)) as fh:
+        fh.seek(end)
+        tail = fh.read(1024)
+    if len(tail) < 1024 or tail.strip(b"\0"):
+        problems.append(Problem(str(path), "archive truncated: no end-of-archive marker after "
+                                           f"the last of {len(out)} members read; members may "
+                                           "be missing"))
     return out
 
 
@@ -351,12 +518,14 @@ def _open_stream(path: str | Path, compression: str) -> tuple[BinaryIO, str]:
 
 
 def _stream_tar_entries(path: str | Path, compression: str,
-                        problems: list[Problem]) -> Iterator[tuple[str, Blob, None]]:
-    """Members of a compressed tar, read once in order; bytes are kept only for session files.
+                        budget: _Budget) -> Iterator[tuple[str, Blob, None]]:
+    """Members of a compressed tar, read once in order; bytes are kept only for session files
+    within the limits (a bigger member is skipped over, never held).
 
     A compressed tar cannot be seeked, so workers cannot open members by name: the main process
     reads each member here and the unit carries its bytes.
     """
+    problems = budget.problems
     try:
         stream, mode = _open_stream(path, compression)
     except OSError as exc:
@@ -365,18 +534,28 @@ def _stream_tar_entries(path: str | Path, compression: str,
     try:
         with stream, tarfile.open(fileobj=stream, mode=mode) as tf:
             for info in tf:
-                if not info.isfile():
-                    continue
                 name = clean_member(info.name)
+                if not info.isfile():
+                    if (why := _special_member(info)) is not None and _wanted(name):
+                        problems.append(Problem(f"{path}!{name}", why))
+                    continue
                 if not _wanted(name):
+                    continue
+                if not budget.admit(name, info.size):
+                    if budget.stopped:
+                        return
                     continue
                 fh = tf.extractfile(info)
                 data = fh.read() if fh is not None else b""
+                if len(data) != info.size:
+                    problems.append(Problem(str(path), f"archive truncated inside {name}; it "
+                                                       "and any later members not read"))
+                    return
                 yield name, Blob("inline", str(path), member=info.name, size=len(data),
                                  data=data), None
     except Exception as exc:  # zlib/zstd/tar errors all mean: the rest is unreadable
-        problems.append(Problem(str(path), f"archive damaged, later members not read: "
-                                           f"{_reason(exc)}"))
+        problems.append(Problem(str(path), f"archive damaged, later members not read "
+                                           f"(damaged or truncated): {_reason(exc)}"))
 
 
 def _wanted(name: str) -> bool:

@@ -8,10 +8,17 @@ workers do nearly twice the work of one.
 
 Incremental: ``OUT/state.json`` keeps, per unit, a blake2b hash of its bytes (and a cheap stamp:
 size and mtime, or a zip CRC). A rerun skips a unit whose stamp or hash is unchanged and keeps its
-previous rows; ``full=True`` rescans everything, and so does a change of rules or config.
+previous rows; ``full=True`` rescans everything, and so does a change of forensics version, rule
+files, config or redaction (all in the state's key).
+
+Faults: the tables and the state are checkpointed every ``CHECKPOINT_EVERY`` sources (written
+to a temporary name, then renamed), so a batch that is killed leaves a state its rerun continues
+from. SIGINT and SIGTERM end the workers before the batch stops; workers also die with the main
+process (Linux ``PR_SET_PDEATHSIG``), so a ``kill -9`` leaves none writing.
 
 A source that cannot be read becomes a row in ``errors.ndjson`` and a line in the summary; it
-never stops the batch.
+never stops the batch. Every text column quoting a transcript is redacted unless
+``redact=False``; case studies are written for at most ``MAX_CASE_SESSIONS`` sessions.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -31,6 +39,8 @@ from typing import Any, Protocol
 import orjson
 
 from forensics.archive import (
+    DEFAULT_LIMITS,
+    Limits,
     MemberTree,
     Problem,
     Unit,
@@ -39,7 +49,7 @@ from forensics.archive import (
     opencode_dir_files,
 )
 from forensics.config import Config
-from forensics.errors import ForensicsError, IngestError
+from forensics.errors import ForensicsError, IngestError, crash_text
 from forensics.frame import (
     ERROR_COLUMNS,
     INCIDENT_COLUMNS,
@@ -50,6 +60,11 @@ from forensics.frame import (
 )
 
 STATE_FILE = "state.json"
+CHECKPOINT_EVERY = 500
+"""Sources between two checkpoints of the tables and state (``FORENSICS_CHECKPOINT_EVERY``)."""
+MAX_CASE_SESSIONS = 2000
+"""Sessions that get case studies in one batch; past it incidents are in the tables only (a
+100,000-session archive would otherwise write gigabytes of pages before any table)."""
 OUTPUT_FILES = ("incidents.parquet", "incidents.ndjson", "sessions.parquet", "sessions.ndjson",
                 "errors.ndjson", "index.md", "index.html")
 
@@ -181,14 +196,47 @@ class _Inline:
 _worker: dict[str, Any] = {}
 
 
-def _init_worker(config: Config, cases_dir: str | None) -> None:
-    """Once per process: resolve the rules (imports every rule module) and keep the config."""
+def _init_worker(config: Config, cases_dir: str | None,
+                 options: dict[str, Any] | None = None) -> None:
+    """Once per process: resolve the rules (imports every rule module) and keep the config.
+
+    ``options``: ``redact`` (default True), ``case_sessions`` (how many sessions this worker
+    may write case studies for) and ``limits`` (archive limits, for a cluster worker that lists
+    a compressed tar itself)."""
     from forensics.archive import _zip
 
     _zip.cache_clear()  # a forked worker must not share the parent's open zip file offsets
+    options = options or {}
     _worker["config"] = config
     _worker["rules"] = config.rules()
     _worker["cases_dir"] = cases_dir
+    _worker["redact"] = options.get("redact", True)
+    if config.secret_patterns:  # a spawned worker starts without the parent's extra patterns
+        from forensics.report.redact import use_extra_files
+
+        use_extra_files(config.secret_patterns)
+    _worker["cases_left"] = options.get("case_sessions", MAX_CASE_SESSIONS)
+
+
+def _die_with_parent() -> None:
+    """In a pool worker: leave Ctrl-C to the main process (which ends the pool), and die when
+    the main process dies, even by ``kill -9`` (Linux), instead of reading on."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() == 1:  # the parent already died before prctl took effect
+            os._exit(1)
+
+
+def _init_pool_worker(config: Config, cases_dir: str | None,
+                      options: dict[str, Any] | None = None) -> None:
+    _die_with_parent()
+    _init_worker(config, cases_dir, options)
 
 
 def _process(unit: Unit, known_hash: str | None) -> UnitOutcome:
@@ -201,13 +249,12 @@ def _process(unit: Unit, known_hash: str | None) -> UnitOutcome:
         out.status = "failed"
         out.errors.append(_error_row(unit.label, exc.path, exc.reason, kind="unreadable",
                                      line=exc.line))
-        return out
+        return _redact_outcome(out)
     except Exception as exc:  # a reader bug must not stop the batch
         out.status = "failed"
         out.errors.append(_error_row(unit.label, unit.label,
-                                     f"reader crashed: {type(exc).__name__}: {exc}",
-                                     kind="crash"))
-        return out
+                                     f"reader crashed: {crash_text(exc)}", kind="crash"))
+        return _redact_outcome(out)
     out.hash = read.hash
     if read.sessions is None:
         out.status = "ignored" if read.ignored else "skipped"
@@ -223,17 +270,32 @@ def _process(unit: Unit, known_hash: str | None) -> UnitOutcome:
         out.incidents.extend(incident_rows(result, origin=unit.label, cases=cases))
         for crash in result.crashes:
             out.errors.append(_error_row(unit.label, crash.source, str(crash), kind="rule-crash"))
+    return _redact_outcome(out)
+
+
+def _redact_outcome(out: UnitOutcome) -> UnitOutcome:
+    """Every text cell that may quote a transcript (message, title, project, model, issues…)
+    through the redaction helper, unless the batch runs with ``redact=False``."""
+    if not _worker.get("redact", True):
+        return out
+    from forensics.frame import redact_row
+
+    for rows in (out.sessions, out.incidents, out.errors):
+        for row in rows:
+            redact_row(row)
     return out
 
 
 def _write_cases(result, cases_dir: str | None, origin: str) -> dict[str, str]:
-    """Case studies for the session's incidents when the report package is installed:
-    fingerprint -> path relative to OUT."""
-    if not cases_dir or not result.incidents:
+    """Case studies for the session's incidents when the report package is installed (and this
+    worker's share of ``MAX_CASE_SESSIONS`` is not used up): fingerprint -> path under OUT."""
+    if not cases_dir or not result.incidents or _worker.get("cases_left", 1) <= 0:
         return {}
     from forensics import cases
 
-    return cases.write_cases(result, Path(cases_dir), origin=origin)
+    _worker["cases_left"] = _worker.get("cases_left", 1) - 1
+    return cases.write_cases(result, Path(cases_dir), origin=origin,
+                             redact=_worker.get("redact", True))
 
 
 def _process_chunk(chunk: list[tuple[Unit, str | None]]) -> list[UnitOutcome]:
@@ -316,14 +378,16 @@ class Executor(Protocol):
     workers: int
 
     def list_units(self, paths: Sequence[str | os.PathLike[str]], problems: list[Problem], *,
-                   exclude: Sequence[str | os.PathLike[str]]) -> Iterator[Unit]:
+                   exclude: Sequence[str | os.PathLike[str]],
+                   limits: Limits) -> Iterator[Unit]:
         """The units under ``paths`` (``forensics.archive.iter_units``)."""
 
     def run(self, items: Iterator[Item], *, total: int | None, config: Config,
-            cases_dir: str | None, known: dict[str, dict[str, str]],
+            cases_dir: str | None, options: dict[str, Any], known: dict[str, dict[str, str]],
             take: Callable[[UnitOutcome], None]) -> None:
         """Run every item and ``take`` each outcome in this process, with a bounded number of
-        items in flight. Raises ``ExecutorLost`` when it cannot go on."""
+        items in flight; each worker is set up with ``_init_worker(config, cases_dir,
+        options)``. Raises ``ExecutorLost`` when it cannot go on."""
 
 
 @dataclass
@@ -332,16 +396,16 @@ class LocalPool:
 
     workers: int
 
-    def list_units(self, paths, problems, *, exclude):
-        return iter_units(paths, problems, exclude=exclude)
+    def list_units(self, paths, problems, *, exclude, limits):
+        return iter_units(paths, problems, exclude=exclude, limits=limits)
 
-    def run(self, items, *, total, config, cases_dir, known, take) -> None:
+    def run(self, items, *, total, config, cases_dir, options, known, take) -> None:
         if self.workers <= 1:
-            _init_worker(config, cases_dir)
+            _init_worker(config, cases_dir, options)
             for unit, prev_hash in items:
                 take(_process(unit, prev_hash))
         else:
-            _run_pool(items, total, self.workers, config, cases_dir, take)
+            _run_pool(items, total, self.workers, config, cases_dir, take, options)
 
 
 def default_workers() -> int:
@@ -354,8 +418,13 @@ def collect(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = No
             known: dict[str, dict[str, str]] | None = None,
             cases_dir: str | None = None,
             exclude: Sequence[str | os.PathLike[str]] = (),
+            redact: bool = True, max_case_sessions: int = MAX_CASE_SESSIONS,
+            checkpoint: Callable[[Collected], None] | None = None,
+            checkpoint_every: int = CHECKPOINT_EVERY,
+            limits: Limits = DEFAULT_LIMITS,
             executor: Executor | None = None) -> Collected:
-    """Read and scan every unit under ``paths``; nothing is written.
+    """Read and scan every unit under ``paths``; nothing is written but what ``checkpoint``
+    writes, called with the rows so far every ``checkpoint_every`` units.
 
     ``executor`` says where units run (default: a local pool of ``workers`` processes).
 
@@ -365,10 +434,13 @@ def collect(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = No
     config = config or Config()
     known = known or {}
     executor = executor or LocalPool(workers or default_workers())
-    out = Collected(workers=executor.workers)
+    workers = executor.workers
+    options = {"redact": redact, "case_sessions": -(-max_case_sessions // workers),
+               "limits": limits}
+    out = Collected(workers=workers)
     bar = Progress(progress)
     start = time.monotonic()
-    units = executor.list_units(paths, out.problems, exclude=exclude)
+    units = executor.list_units(paths, out.problems, exclude=exclude, limits=limits)
     # A list when listing is cheap (folders, zip, plain tar) gives the bar a total; compressed
     # tars stream, so their units stay a generator and the total is unknown.
     if not any(_streams(p) for p in paths):
@@ -384,6 +456,8 @@ def collect(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = No
         counts["sessions"] += len(outcome.sessions)
         counts["incidents"] += len(outcome.incidents)
         bar.update(counts["done"], total, counts["sessions"], counts["incidents"])
+        if checkpoint is not None and counts["done"] % max(1, checkpoint_every) == 0:
+            checkpoint(out)
 
     def pending() -> Iterator[tuple[Unit, str | None]]:
         seen: set[str] = set()
@@ -398,17 +472,40 @@ def collect(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = No
                 continue
             yield unit, (prev or {}).get("hash")
 
-    try:
-        executor.run(pending(), total=total, config=config, cases_dir=cases_dir, known=known,
-                     take=take)
-    except ExecutorLost as exc:  # what was done is kept: a rerun continues from it
-        out.lost = str(exc)
+    with _signals_interrupt():
+        try:
+            executor.run(pending(), total=total, config=config, cases_dir=cases_dir,
+                         options=options, known=known, take=take)
+        except ExecutorLost as exc:  # what was done is kept: a rerun continues from it
+            out.lost = str(exc)
     # Completion order depends on the workers; the outputs must not.
     out.outcomes.sort(key=lambda o: o.label)
     out.problems.sort(key=lambda p: p.label)
     bar.update(counts["done"], total, counts["sessions"], counts["incidents"], final=True)
     out.elapsed = time.monotonic() - start
     return out
+
+
+class _Interrupted(KeyboardInterrupt):
+    """SIGTERM, raised where SIGINT raises KeyboardInterrupt, so both end the batch alike."""
+
+
+class _signals_interrupt:
+    """While a batch runs in the main thread, SIGTERM interrupts it as Ctrl-C does (the pool is
+    then shut down with its workers killed, see ``_pool_pass``)."""
+
+    def __enter__(self) -> None:
+        import threading
+
+        self.previous = None
+        if threading.current_thread() is threading.main_thread():
+            def interrupt(signum, frame):
+                raise _Interrupted(f"signal {signum}")
+            self.previous = signal.signal(signal.SIGTERM, interrupt)
+
+    def __exit__(self, *exc) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
 
 
 def _streams(path: str | os.PathLike[str]) -> bool:
@@ -432,7 +529,8 @@ def _pool_context():
 
 
 def _run_pool(items: Iterator[Item], total: int | None, workers: int, config: Config,
-              cases_dir: str | None, take: Callable[[UnitOutcome], None]) -> None:
+              cases_dir: str | None, take: Callable[[UnitOutcome], None],
+              options: dict[str, Any] | None = None) -> None:
     """Chunks of units to a process pool, with a bounded number in flight (a compressed tar's
     member bytes wait in memory only while their chunk is queued).
 
@@ -445,7 +543,7 @@ def _run_pool(items: Iterator[Item], total: int | None, workers: int, config: Co
     size = 4 if total is None else max(1, min(8, total // (workers * 16)))
     retry: list[Item] = []
     while True:
-        lost = _pool_pass(items, retry, size, workers, config, cases_dir, take)
+        lost = _pool_pass(items, retry, size, workers, config, cases_dir, take, options)
         if not lost:
             return
         retry = []
@@ -458,11 +556,35 @@ def _run_pool(items: Iterator[Item], total: int | None, workers: int, config: Co
 
 def _pool_pass(items: Iterator[Item], retry: list[Item], size: int, workers: int,
                config: Config, cases_dir: str | None,
-               take: Callable[[UnitOutcome], None]) -> list[tuple[list[Item], bool]]:
+               take: Callable[[UnitOutcome], None],
+               options: dict[str, Any] | None = None) -> list[tuple[list[Item], bool]]:
     """One pool's life: the retried units singly, then the rest in chunks. Returns the chunks
     lost when a worker died (with whether each was a single retried unit), else []."""
     in_flight: dict[Future, tuple[list[Item], bool]] = {}
     limit = workers * 4
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(),
+                               initializer=_init_pool_worker,
+                               initargs=(config, cases_dir, options))
+    try:
+        return _fill_pool(pool, items, retry, size, limit, in_flight, take)
+    except BaseException:  # Ctrl-C, SIGTERM, a bug: no worker may go on reading and writing
+        _kill_workers(pool)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _kill_workers(pool: ProcessPoolExecutor) -> None:
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        try:
+            proc.kill()
+        except (OSError, AttributeError):
+            pass
+
+
+def _fill_pool(pool: ProcessPoolExecutor, items: Iterator[Item], retry: list[Item], size: int,
+               limit: int, in_flight: dict[Future, tuple[list[Item], bool]],
+               take: Callable[[UnitOutcome], None]) -> list[tuple[list[Item], bool]]:
     broken = False
 
     def drain(block_until: int) -> None:
@@ -479,33 +601,31 @@ def _pool_pass(items: Iterator[Item], retry: list[Item], size: int, workers: int
                 for outcome in outcomes:
                     take(outcome)
 
-    with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(),
-                             initializer=_init_worker, initargs=(config, cases_dir)) as pool:
-        def submit(chunk: list[Item], alone: bool) -> None:
-            try:
-                in_flight[pool.submit(_process_chunk, chunk)] = (chunk, alone)
-            except BrokenProcessPool:
-                in_flight[_lost()] = (chunk, alone)
+    def submit(chunk: list[Item], alone: bool) -> None:
+        try:
+            in_flight[pool.submit(_process_chunk, chunk)] = (chunk, alone)
+        except BrokenProcessPool:
+            in_flight[_lost()] = (chunk, alone)
 
-        untried: list[Item] = []
-        for i, item in enumerate(retry):  # one at a time: a unit that kills its worker is known
-            submit([item], True)
-            drain(0)
-            if broken:
-                untried = retry[i + 1:]
-                break
-        chunk: list[Item] = []
-        for item in items if not broken else ():
-            chunk.append(item)
-            if len(chunk) >= size:
-                submit(chunk, False)
-                chunk = []
-                drain(limit)
-                if broken:
-                    break
-        if chunk:
-            submit(chunk, False)
+    untried: list[Item] = []
+    for i, item in enumerate(retry):  # one at a time: a unit that kills its worker is known
+        submit([item], True)
         drain(0)
+        if broken:
+            untried = retry[i + 1:]
+            break
+    chunk: list[Item] = []
+    for item in items if not broken else ():
+        chunk.append(item)
+        if len(chunk) >= size:
+            submit(chunk, False)
+            chunk = []
+            drain(limit)
+            if broken:
+                break
+    if chunk:
+        submit(chunk, False)
+    drain(0)
     if not broken:
         return []
     # Retried units not reached before the pool broke go to the next pool, still to retry.
@@ -545,6 +665,10 @@ class BatchSummary:
     workers: int = 1
     elapsed: float = 0.0
     rescanned_all: bool = False
+    findings: list[tuple[str, str]] = field(default_factory=list)
+    """``(code, severity)`` of every incident, for the CLI's exit decision."""
+    read_issues: int = 0
+    """Unreadable records inside sessions that were read (``sessions.read_issues`` summed)."""
 
     @property
     def rate(self) -> float:
@@ -565,10 +689,21 @@ class BatchSummary:
         return "\n".join(lines)
 
 
-def _config_key(config: Config) -> str:
-    rules = [(s.code, s.path, sorted(config.params_for(s).items(), key=str))
-             for s in config.rules()]
-    return _digest([orjson.dumps([SCHEMA_VERSION, repr(rules)])])
+def _config_key(config: Config, redact: bool = True) -> str:
+    """What the stored rows depend on besides the sources: the forensics version, the rule files'
+    contents, the effective config and redaction. A change of any rescans everything."""
+    from forensics import __version__
+    from forensics.report.redact import patterns_digest
+
+    rules = []
+    for s in config.rules():
+        try:
+            text = Path(s.path).read_bytes() if s.path else b""
+        except OSError:
+            text = b""
+        rules.append((s.code, _digest([text]), sorted(config.params_for(s).items(), key=str)))
+    secrets = patterns_digest() if redact else ""
+    return _digest([orjson.dumps([SCHEMA_VERSION, __version__, secrets, repr(rules)])])
 
 
 def _load_state(out: Path, key: str) -> dict[str, dict[str, str]]:
@@ -594,10 +729,7 @@ def _previous_rows(out: Path, origins: set[str]) -> dict[str, list[dict[str, Any
     for kind in ("incidents", "sessions"):
         df = pl.read_parquet(out / f"{kind}.parquet")
         df = df.filter(pl.col("origin").is_in(list(origins)))
-        for col, dtype in df.schema.items():
-            if isinstance(dtype, pl.Datetime):
-                df = df.with_columns(pl.col(col).dt.epoch("us") / 1_000_000)
-        rows[kind] = df.to_dicts()
+        rows[kind] = df.to_dicts()  # datetimes stay datetimes: frame() keeps them to the µs
     for line in (out / "errors.ndjson").read_bytes().splitlines():
         row = orjson.loads(line)
         if row.get("origin") in origins and row.get("kind") != "archive":
@@ -607,7 +739,10 @@ def _previous_rows(out: Path, origins: set[str]) -> dict[str, list[dict[str, Any
 
 def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], *,
               workers: int | None = None, full: bool = False, config: Config | None = None,
-              progress: bool = True, executor: Executor | None = None,
+              progress: bool = True, redact: bool = True,
+              max_case_sessions: int = MAX_CASE_SESSIONS,
+              checkpoint_every: int | None = None,
+              limits: Limits = DEFAULT_LIMITS, executor: Executor | None = None,
               partitioned: bool = False) -> BatchSummary:
     """Scan every session under ``paths`` and write the tables and index page to ``out``.
 
@@ -628,6 +763,16 @@ def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
     progress
         Draw a progress line on stderr when it is a terminal (``FORENSICS_PROGRESS=1``
         forces it).
+    redact
+        Hide secrets in every text column, the index page and the case studies.
+    max_case_sessions
+        Sessions that get case-study pages; the tables always hold every incident.
+    checkpoint_every
+        Sources between checkpoints (default ``CHECKPOINT_EVERY``, or
+        ``FORENSICS_CHECKPOINT_EVERY``).
+    limits
+        Per-archive caps on member size, expanded size and member count
+        (``forensics.archive.Limits``).
     executor
         Where units run instead of a local pool of ``workers`` (``forensics.cluster``).
     partitioned
@@ -642,15 +787,25 @@ def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     config = config or Config()
-    key = _config_key(config)
+    key = _config_key(config, redact)
     known = {} if full else _load_state(out, key)
+    # Every stored row is read now, before a checkpoint rewrites the tables it lives in.
+    previous = _previous_rows(out, set(known)) if known else None
+    every = checkpoint_every or int(os.environ.get("FORENSICS_CHECKPOINT_EVERY")
+                                    or CHECKPOINT_EVERY)
     cases_dir = str(out / "cases") if _reporter_available() else None
+
+    def checkpoint(so_far: Collected) -> None:
+        _write_tables(so_far, out, key=key, previous=previous)
+
     collected = collect(paths, workers=workers, config=config,
                         progress=progress and (sys.stderr.isatty()
                                                or os.environ.get("FORENSICS_PROGRESS") == "1"),
-                        known=known, cases_dir=cases_dir, exclude=[out], executor=executor)
+                        known=known, cases_dir=cases_dir, exclude=[out], redact=redact,
+                        max_case_sessions=max_case_sessions, checkpoint=checkpoint,
+                        checkpoint_every=every, limits=limits, executor=executor)
     summary = write_outputs(collected, out, key=key, rescanned_all=full or not known,
-                            partitioned=partitioned)
+                            previous=previous, partitioned=partitioned)
     if collected.lost:
         raise BatchLost(collected.lost, summary)
     return summary
@@ -672,17 +827,28 @@ def _reporter_available() -> bool:
     return cases.available()
 
 
-def write_outputs(collected: Collected, out: Path, *, key: str,
-                  rescanned_all: bool, partitioned: bool = False) -> BatchSummary:
-    """Write the tables, the state and the index page for ``collected`` into ``out``."""
+def _replace(path: Path, write: Callable[[Path], None]) -> None:
+    """Write through a temporary name and rename: a kill mid-write never leaves half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def _write_tables(collected: Collected, out: Path, *, key: str,
+                  previous: dict[str, list[dict[str, Any]]] | None = None):
+    """The tables and the state for the units done so far (the end of a batch or a
+    checkpoint). The state is written last and lists only units whose rows are in the tables,
+    so a batch killed at any point leaves a consistent OUT that a rerun continues from."""
     from forensics.frame import frame
-    from forensics.index import write_index
 
     skipped = {o.label for o in collected.outcomes if o.status == "skipped"}
-    previous = _previous_rows(out, skipped)
-    incidents = previous["incidents"] + collected.rows("incidents")
-    sessions = previous["sessions"] + collected.rows("sessions")
-    errors = previous["errors"] + collected.rows("errors")
+    if previous is None:
+        previous = _previous_rows(out, skipped)
+    carried = {kind: [r for r in rows if r.get("origin") in skipped]
+               for kind, rows in previous.items()}
+    incidents = carried["incidents"] + collected.rows("incidents")
+    sessions = carried["sessions"] + collected.rows("sessions")
+    errors = carried["errors"] + collected.rows("errors")
     errors += [_error_row(p.label, p.label, p.reason, kind="archive")
                for p in collected.problems]
     incidents.sort(key=lambda r: (r["origin"], r["session_id"], r["turn"], r["code"]))
@@ -696,12 +862,8 @@ def write_outputs(collected: Collected, out: Path, *, key: str,
         df = frame(rows, columns)
         tables[name] = df
         if name != "errors":
-            df.write_parquet(out / f"{name}.parquet", metadata=meta)
-        df.write_ndjson(out / f"{name}.ndjson")
-    if partitioned:
-        from forensics.dataset import write_partitioned
-
-        write_partitioned(tables, out)
+            _replace(out / f"{name}.parquet", lambda p: df.write_parquet(p, metadata=meta))
+        _replace(out / f"{name}.ndjson", df.write_ndjson)
 
     state = {
         "schema_version": SCHEMA_VERSION,
@@ -710,7 +872,26 @@ def write_outputs(collected: Collected, out: Path, *, key: str,
                     for o in collected.outcomes
                     if o.hash is not None and o.status in ("scanned", "skipped", "ignored")},
     }
-    (out / STATE_FILE).write_bytes(orjson.dumps(state, option=orjson.OPT_INDENT_2))
+    _replace(out / STATE_FILE,
+             lambda p: p.write_bytes(orjson.dumps(state, option=orjson.OPT_INDENT_2)))
+    return tables, incidents, sessions, errors, skipped
+
+
+def write_outputs(collected: Collected, out: Path, *, key: str, rescanned_all: bool,
+                  previous: dict[str, list[dict[str, Any]]] | None = None,
+                  partitioned: bool = False) -> BatchSummary:
+    """Write the tables, the state and the index page for ``collected`` into ``out``
+    (``partitioned``: the agent/month datasets too).
+
+    ``previous``: the rows of the last run, when read before checkpoints rewrote OUT."""
+    from forensics.index import write_index
+
+    tables, incidents, sessions, errors, skipped = _write_tables(collected, out, key=key,
+                                                                 previous=previous)
+    if partitioned:
+        from forensics.dataset import write_partitioned
+
+        write_partitioned(tables, out)
 
     summary = BatchSummary(
         out=out,
@@ -726,6 +907,8 @@ def write_outputs(collected: Collected, out: Path, *, key: str,
         elapsed=collected.elapsed,
         rescanned_all=rescanned_all,
         scanned_sessions=sum(len(o.sessions) for o in collected.outcomes),
+        findings=[(r["code"], r["severity"]) for r in incidents],
+        read_issues=sum(r.get("read_issues") or 0 for r in sessions),
     )
     for r in incidents:
         summary.by_rule[r["code"]] = summary.by_rule.get(r["code"], 0) + 1

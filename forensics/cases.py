@@ -24,7 +24,8 @@ def available() -> bool:
     return _reporter() is not None
 
 
-def write_cases(result: Any, cases_dir: Path, *, origin: str = "") -> dict[str, str]:
+def write_cases(result: Any, cases_dir: Path, *, origin: str = "",
+                redact: bool = True) -> dict[str, str]:
     """Write the case studies of one scanned session; fingerprint -> path relative to OUT.
 
     Each source gets its own folder under ``cases_dir`` (two sources may hold sessions with the
@@ -35,7 +36,7 @@ def write_cases(result: Any, cases_dir: Path, *, origin: str = "") -> dict[str, 
         return {}
     folder = cases_dir / hashlib.blake2b(origin.encode(), digest_size=6).hexdigest()
     try:
-        written = [Path(p) for p in report.write_reports([result], folder)]
+        written = [Path(p) for p in report.write_reports([result], folder, redact=redact)]
     except Exception:
         return {}
     return _links(result.incidents, written, cases_dir.parent)

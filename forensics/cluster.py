@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from forensics import batch
-from forensics.archive import Problem, Unit, archive_units, iter_units
+from forensics.archive import DEFAULT_LIMITS, Problem, Unit, archive_units, iter_units
 from forensics.config import Config
 from forensics.errors import ForensicsError
 
@@ -129,6 +129,8 @@ class WorkerSettings:
 
     config: Config
     cases_dir: str | None
+    options: dict[str, Any]
+    """``forensics.batch._init_worker``'s: redaction, case-study share, archive limits."""
 
 
 def run_chunk(settings: WorkerSettings, chunk: list[batch.Item],
@@ -137,13 +139,14 @@ def run_chunk(settings: WorkerSettings, chunk: list[batch.Item],
     unit (a compressed tar) is listed and read here, its members' previous hashes in
     ``member_hashes``; what could not be listed comes back as problems."""
     if batch._worker.get("settings") != settings:
-        batch._init_worker(settings.config, settings.cases_dir)
+        batch._init_worker(settings.config, settings.cases_dir, settings.options)
         batch._worker["settings"] = settings
     outcomes: list[batch.UnitOutcome] = []
     problems: list[Problem] = []
     for unit, prev_hash in chunk:
         if unit.kind == "archive":
-            for member in archive_units(unit.path, problems):
+            limits = settings.options.get("limits", DEFAULT_LIMITS)
+            for member in archive_units(unit.path, problems, limits):
                 outcomes.append(batch._process(member, member_hashes.get(member.label)))
         else:
             outcomes.append(batch._process(unit, prev_hash))
@@ -160,21 +163,23 @@ class DaskExecutor:
         self._problems: list[Problem] = []
         self._keys = itertools.count()
 
-    def list_units(self, paths, problems: list[Problem], *, exclude) -> Iterator[Unit]:
+    def list_units(self, paths, problems: list[Problem], *, exclude,
+                   limits=DEFAULT_LIMITS) -> Iterator[Unit]:
         """As the local pool lists them, except that compressed tars stay whole (the main
         process never decompresses transcripts); their problems arrive while running."""
         self._problems = problems
-        return iter_units(paths, problems, exclude=exclude, defer_streams=True)
+        return iter_units(paths, problems, exclude=exclude, limits=limits, defer_streams=True)
 
     def run(self, items: Iterator[batch.Item], *, total: int | None, config: Config,
-            cases_dir: str | None, known: dict[str, dict[str, str]],
+            cases_dir: str | None, options: dict[str, Any], known: dict[str, dict[str, str]],
             take: Callable[[batch.UnitOutcome], None]) -> None:
         distributed = _distributed()
         size = 4 if total is None else max(1, min(MAX_CHUNK, total // (self.workers * 16)))
         window = self.workers * CHUNKS_PER_WORKER
         # A few hundred bytes, sent with every task: scattered data would be lost with the
         # worker holding it, taking the tasks that need it along.
-        settings = WorkerSettings(config, os.path.abspath(cases_dir) if cases_dir else None)
+        settings = WorkerSettings(config, os.path.abspath(cases_dir) if cases_dir else None,
+                                  options)
         chunks = _chunks(items, size)
         retry: deque[batch.Item] = deque()
         in_flight: dict[str, tuple[list[batch.Item], bool]] = {}

@@ -31,6 +31,8 @@ class Config:
     params: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Code -> the full parameter set after overrides."""
     source: str | None = None
+    secret_patterns: list[str] = field(default_factory=list)
+    """Extra redaction pattern files (``secret-patterns``), absolute paths."""
 
     def rules(self) -> list[RuleSpec]:
         chosen = resolve(self.select)
@@ -75,11 +77,20 @@ def load_config(path: Path | None = None, *, discover: bool = True) -> Config:
 
 
 def config_from_dict(data: dict[str, Any], *, source: str = "<config>") -> Config:
-    unknown = set(data) - {"select", "ignore", "rules"}
+    unknown = set(data) - {"select", "ignore", "rules", "secret-patterns"}
     if unknown:
         raise ConfigError(f"{source}: unknown key(s) {', '.join(sorted(unknown))}; "
-                          "expected select, ignore, [rules.<rule>]")
+                          "expected select, ignore, secret-patterns, [rules.<rule>]")
     cfg = Config(source=source)
+    extra = data.get("secret-patterns", [])
+    if not isinstance(extra, list) or not all(isinstance(v, str) for v in extra):
+        raise ConfigError(f"{source}: secret-patterns must be a list of TOML file paths")
+    base = Path(source).parent if source != "<config>" else Path.cwd()
+    cfg.secret_patterns = [str((base / v).resolve()) for v in extra]
+    if cfg.secret_patterns:
+        from forensics.report.redact import use_extra_files
+
+        use_extra_files(cfg.secret_patterns)
     for key in ("select", "ignore"):
         if key in data:
             value = data[key]

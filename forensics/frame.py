@@ -11,6 +11,7 @@ polars is imported only when a frame is built.
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime, timedelta, timezone
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -115,6 +116,27 @@ TURN_COLUMNS: dict[str, str] = {
 }
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _i64(value: int | None) -> int | None:
+    """A count a table can hold: a hostile log's 2**64 token count becomes null, not a crash."""
+    if value is None or -(2**63) <= value < 2**63:
+        return value
+    return None
+
+
+def _micros(value: float | datetime) -> int | None:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return (value - _EPOCH) // timedelta(microseconds=1)
+    try:
+        return int(value * 1_000_000)
+    except (OverflowError, ValueError):  # inf, NaN
+        return None
+
+
 def _dtype(name: str) -> pl.DataType:
     import polars as pl
 
@@ -139,7 +161,9 @@ def schema(columns: dict[str, str]) -> dict[str, pl.DataType]:
 def frame(rows: Sequence[dict[str, Any]], columns: dict[str, str]) -> pl.DataFrame:
     """A DataFrame with exactly ``columns`` from dict rows, built one column at a time.
 
-    Datetime columns hold unix seconds (float) in rows and become UTC microseconds here.
+    Datetime columns hold unix seconds (float) in rows and become UTC microseconds here; a
+    ``datetime`` (a row read back from a table) is taken to the microsecond exactly, so rows a
+    batch rerun carries over equal a clean run's.
     """
     import polars as pl
 
@@ -147,14 +171,38 @@ def frame(rows: Sequence[dict[str, Any]], columns: dict[str, str]) -> pl.DataFra
     for name, kind in columns.items():
         values = [r.get(name) for r in rows]
         if kind == "datetime":
-            micros = [None if v is None else int(v * 1_000_000) for v in values]
+            micros = [None if v is None else _i64(_micros(v)) for v in values]
             data[name] = pl.Series(name, micros, dtype=pl.Int64).cast(_dtype(kind))
+        elif kind == "i64":
+            data[name] = pl.Series(name, [_i64(v) for v in values], dtype=pl.Int64)
+        elif kind == "list[i64]":
+            data[name] = pl.Series(name, [None if v is None else [_i64(x) for x in v]
+                                          for v in values], dtype=_dtype(kind))
         else:
             data[name] = pl.Series(name, values, dtype=_dtype(kind))
     return pl.DataFrame(data)
 
 
 # -- rows --------------------------------------------------------------------------------------
+
+IDENTITY_COLUMNS = frozenset({"origin", "session_id", "parent_id", "fingerprint", "anchor", "case",
+                              "code", "rule", "severity", "agent", "format", "kind", "call_id"})
+"""Columns that join or group rows and never quote a transcript: never redacted."""
+
+
+def redact_row(row: dict[str, Any]) -> dict[str, Any]:
+    """Every text cell of a row that may quote a transcript (message, title, project, model,
+    issues…) through the redaction helper, in place; returns the row."""
+    from forensics.report.redact import redact
+
+    for key, value in row.items():
+        if key in IDENTITY_COLUMNS:
+            continue
+        if isinstance(value, str):
+            row[key] = redact(value)
+        elif isinstance(value, list) and value and isinstance(value[0], str):
+            row[key] = [redact(v) for v in value]
+    return row
 
 
 def main_model(session: Session) -> str | None:

@@ -144,29 +144,41 @@ class ScanReport:
     results: list[ScanResult]
     errors: list[dict[str, Any]] = field(default_factory=list)
     origins: list[str] = field(default_factory=list)
+    redact: bool = False
+    """Pass text columns through the redaction helper (frames keep raw text by default: a
+    notebook is where you look at what was really said)."""
+
+    def _rows(self, rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        if not self.redact:
+            return list(rows)
+        from forensics.frame import redact_row
+
+        return [redact_row(r) for r in rows]
 
     @cached_property
     def incidents(self) -> pl.DataFrame:
         """One row per incident (``docs/schema.md``, table ``incidents``)."""
         from forensics.frame import INCIDENT_COLUMNS, frame, incident_rows
 
-        return frame([row for r, o in zip(self.results, self._origins())
-                      for row in incident_rows(r, origin=o)], INCIDENT_COLUMNS)
+        return frame(self._rows(row for r, o in zip(self.results, self._origins())
+                                for row in incident_rows(r, origin=o)), INCIDENT_COLUMNS)
 
     @cached_property
     def sessions(self) -> pl.DataFrame:
         """One row per session (table ``sessions``)."""
         from forensics.frame import SESSION_COLUMNS, frame, session_row
 
-        return frame([session_row(r, origin=o) for r, o in zip(self.results, self._origins())],
+        return frame(self._rows(session_row(r, origin=o)
+                                for r, o in zip(self.results, self._origins())),
                      SESSION_COLUMNS)
 
     @cached_property
     def turns(self) -> pl.DataFrame:
         """One row per turn of every session (table ``turns``)."""
-        from forensics.frame import turns_frame
+        from forensics.frame import TURN_COLUMNS, frame, turn_rows
 
-        return turns_frame(r.session for r in self.results)
+        return frame(self._rows(row for r in self.results for row in turn_rows(r.session)),
+                     TURN_COLUMNS)
 
     def _origins(self) -> list[str]:
         return self.origins or [r.session.source for r in self.results]
@@ -198,7 +210,7 @@ class ScanReport:
 
 def scan(path: PathLike | Iterable[PathLike], *, config: Config | PathLike | None = None,
          select: str | Sequence[str] | None = None,
-         ignore: str | Sequence[str] | None = None) -> ScanReport:
+         ignore: str | Sequence[str] | None = None, redact: bool = False) -> ScanReport:
     """Read and scan every session under ``path``.
 
     Parameters
@@ -210,6 +222,8 @@ def scan(path: PathLike | Iterable[PathLike], *, config: Config | PathLike | Non
         in the working folder, else every rule with its defaults.
     select, ignore
         Rule codes, code prefixes or slugs to run / to skip, on top of ``config``.
+    redact
+        Hide secrets in the frames' text columns (default: raw text).
 
     Returns
     -------
@@ -225,13 +239,14 @@ def scan(path: PathLike | Iterable[PathLike], *, config: Config | PathLike | Non
     for origin, session in iter_read(path, errors=errors):
         results.append(scan_session(session, cfg, rules))
         origins.append(origin)
-    return ScanReport(results=results, errors=errors, origins=origins)
+    return ScanReport(results=results, errors=errors, origins=origins, redact=redact)
 
 
 def read_incidents(paths: PathLike | Iterable[PathLike], *, workers: int = 1,
                    config: Config | PathLike | None = None,
                    select: str | Sequence[str] | None = None,
-                   ignore: str | Sequence[str] | None = None) -> pl.DataFrame:
+                   ignore: str | Sequence[str] | None = None,
+                   redact: bool = False) -> pl.DataFrame:
     """Incidents of every session under ``paths`` as one DataFrame (table ``incidents``).
 
     Parameters
@@ -240,7 +255,7 @@ def read_incidents(paths: PathLike | Iterable[PathLike], *, workers: int = 1,
         Session files, folders and archives.
     workers
         Processes to scan with (the batch engine); ``1`` scans in this process.
-    config, select, ignore
+    config, select, ignore, redact
         As for ``scan``.
 
     Returns
@@ -252,13 +267,14 @@ def read_incidents(paths: PathLike | Iterable[PathLike], *, workers: int = 1,
     from forensics.frame import INCIDENT_COLUMNS, frame
 
     cfg = make_config(config, select=select, ignore=ignore)
-    got = collect([_expand(p) for p in _paths(paths)], workers=workers, config=cfg)
+    got = collect([_expand(p) for p in _paths(paths)], workers=workers, config=cfg,
+                  redact=redact, max_case_sessions=0)
     rows = sorted(got.rows("incidents"),
                   key=lambda r: (r["origin"], r["session_id"], r["turn"], r["code"]))
     return frame(rows, INCIDENT_COLUMNS)
 
 
-def read_turns(paths: PathLike | Iterable[PathLike]) -> pl.DataFrame:
+def read_turns(paths: PathLike | Iterable[PathLike], *, redact: bool = False) -> pl.DataFrame:
     """Every turn of every session under ``paths`` (table ``turns``).
 
     Parameters
@@ -273,7 +289,12 @@ def read_turns(paths: PathLike | Iterable[PathLike]) -> pl.DataFrame:
     """
     from forensics.frame import TURN_COLUMNS, frame, turn_rows
 
-    return frame([row for _o, s in iter_read(paths) for row in turn_rows(s)], TURN_COLUMNS)
+    rows = [row for _o, s in iter_read(paths) for row in turn_rows(s)]
+    if redact:
+        from forensics.frame import redact_row
+
+        rows = [redact_row(r) for r in rows]
+    return frame(rows, TURN_COLUMNS)
 
 
 # -- HTML previews for Jupyter --------------------------------------------------------------------
@@ -296,11 +317,9 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[Any]],
 
 
 def _when(t: float | None) -> str:
-    if t is None:
-        return ""
-    from datetime import datetime, timezone
+    from forensics.timeline import utc_text
 
-    return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return utc_text(t)
 
 
 def session_html(session: Session) -> str:

@@ -62,3 +62,10 @@ def _stamp(info: dict[str, Any]) -> str | None:
     if marker is None or info.get("size") is None:
         return None
     return f"url:{info['size']}:{marker}"
+
+
+def stat(url: str) -> tuple[int, str | None]:
+    """Size and change stamp of the object at ``url``."""
+    fs, root = _fsspec().core.url_to_fs(url)
+    info = fs.info(root)
+    return int(info.get("size") or 0), _stamp(info)

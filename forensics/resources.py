@@ -1,7 +1,8 @@
 """Find the files that live outside the package: rule files, report templates, the sample.
 
 In a source checkout they sit at the repository top (``rules/``, ``reports/templates/``); in an
-installed wheel they are carried inside the package as ``forensics/_data/``.
+installed wheel they are carried inside the package as ``forensics/_data/``. The secret patterns
+of the redaction helper live in ``redaction/``.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ _PKG = Path(__file__).resolve().parent
 
 @cache
 def data_dir(name: str) -> Path:
-    """``rules`` or ``templates``: the installed copy if present, else the checkout's."""
+    """``rules``, ``templates`` or ``redaction``: the installed copy if present, else the
+    checkout's."""
     installed = _PKG / "_data" / name
     if installed.is_dir():
         return installed
-    checkout = _PKG.parent / ("rules" if name == "rules" else "reports/templates")
+    checkout = _PKG.parent / {"templates": "reports/templates"}.get(name, name)
     if checkout.is_dir():
         return checkout
     raise FileNotFoundError(f"forensics data folder {name!r} is missing from the installation")

@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 from forensics.model import AssistantTurn, EventTurn, ToolResultTurn, Turn, UserTurn
+
+
+def utc_text(t: float | None, fmt: str = "%Y-%m-%d %H:%M UTC") -> str:
+    """A Unix time as UTC text; "" when there is none or it is no date (NaN, past 9999), so a
+    hostile timestamp never stops a report."""
+    if t is None:
+        return ""
+    try:
+        return datetime.fromtimestamp(t, timezone.utc).strftime(fmt)
+    except (OverflowError, OSError, ValueError):
+        return ""
 
 
 def shorten(text: str | None, width: int = 100) -> str:

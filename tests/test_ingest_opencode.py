@@ -311,7 +311,10 @@ def test_sqlite_reads_committed_wal_of_a_live_writer(fixture_db: Path) -> None:
         sessions = opencode_sqlite.read_sqlite(fixture_db)
         assert sessions[0].title == "Retitled"
         after = snapshot(fixture_db.parent)
-        assert sorted(after) == sorted(before) and after["opencode.db"] == db_hash
+        assert after["opencode.db"] == db_hash
+        # db, -wal and -shm keep their bytes and mtimes: the WAL is read from a copy, since
+        # even a mode=ro connection rewrites the -shm index in place.
+        assert after == before
     finally:
         con.close()
 

@@ -9,6 +9,11 @@ One module per format; this module only decides which one to call. Readers share
 
 A record a reader cannot use becomes a ``ReadIssue`` on its session; a source with nothing
 readable raises ``IngestError`` naming the path (and line).
+
+Totality is enforced here, for every reader (present and future): a reader that raises anything
+but ``IngestError`` on a source raises ``ReaderCrash`` (``file: reader crashed: …``) for that
+source alone, and only regular files are ever opened (a FIFO would block forever, a device may
+never end): other special files and folders that cannot be listed are reported and skipped.
 """
 
 from __future__ import annotations
@@ -16,16 +21,17 @@ from __future__ import annotations
 import importlib
 import io
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from forensics.errors import IngestError, UnknownFormatError
-from forensics.ingest._source import DirTree, Tree
-from forensics.ingest.sniff import HEAD_BYTES, is_opencode_tree, sniff_bytes, sqlite_in
+from forensics.errors import ForensicsError, IngestError, ReaderCrash, UnknownFormatError, reading
+from forensics.ingest._source import DirTree, Tree, regular_file
+from forensics.ingest.sniff import HEAD_BYTES, is_dir, is_opencode_tree, sniff_bytes, sqlite_in
 from forensics.model import Session
 
-__all__ = ["FORMATS", "load", "iter_sessions", "read_stream", "read_bytes", "sniff_bytes"]
+__all__ = ["FORMATS", "load", "iter_sessions", "read_stream", "read_bytes", "read_tree",
+           "read_sqlite", "isolated", "sniff_bytes"]
 
 FORMATS: dict[str, str] = {
     "opencode-export": "forensics.ingest.opencode_export",
@@ -48,6 +54,18 @@ def _reader(fmt: str):
         raise UnknownFormatError("", f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
 
 
+def isolated(source: str, read: Callable[[], list[Session]]) -> list[Session]:
+    """``read()``, with any exception but our own turned into ``ReaderCrash`` for ``source``:
+    a reader bug costs its source, never the folder, the command or the batch."""
+    try:
+        with reading(source):
+            return read()
+    except ForensicsError:
+        raise
+    except Exception as exc:  # RecursionError and MemoryError included: the next source may fit
+        raise ReaderCrash(source, exc) from None
+
+
 def read_stream(stream: BinaryIO, *, source: str, format: str | None = None) -> list[Session]:
     """Read one JSON/JSONL/SQLite source from a binary stream, sniffing its format."""
     if format is None:
@@ -57,11 +75,22 @@ def read_stream(stream: BinaryIO, *, source: str, format: str | None = None) -> 
         format = sniff_bytes(head)
         if format is None:
             raise UnknownFormatError(source, _unknown_reason(head))
+    reader = _reader(format)
     if format == "opencode-sqlite":
-        return _reader(format).read_sqlite_bytes(stream.read(), source)
+        return isolated(source, lambda: reader.read_sqlite_bytes(stream.read(), source))
     if format == "opencode-storage":
         raise IngestError(source, "opencode storage is a folder, not a file")
-    return _reader(format).read_stream(stream, source)
+    return isolated(source, lambda: reader.read_stream(stream, source))
+
+
+def read_tree(tree: Tree) -> list[Session]:
+    """Every session of an opencode storage tree (a folder or archive members), isolated."""
+    return isolated(tree.label, lambda: _reader("opencode-storage").read_tree(tree))
+
+
+def read_sqlite(path: str | os.PathLike[str]) -> list[Session]:
+    """Every session of an opencode database on disk (read-only), isolated."""
+    return isolated(str(path), lambda: _reader("opencode-sqlite").read_sqlite(path))
 
 
 def read_bytes(data: bytes, *, source: str, format: str | None = None) -> list[Session]:
@@ -102,7 +131,7 @@ def _unknown_reason(head: bytes) -> str:
 def load(path: str | os.PathLike[str], *, format: str | None = None) -> list[Session]:
     """Every session in a file or folder. Raises ``IngestError`` when nothing can be read."""
     sessions = list(iter_sessions(path, format=format))
-    if not sessions and Path(path).is_dir():
+    if not sessions and is_dir(Path(path)):
         raise IngestError(str(path), "no agent sessions found in this folder")
     return sessions
 
@@ -116,18 +145,27 @@ def iter_sessions(
     and skipped; for a single file the error is raised.
     """
     p = Path(path)
-    if not p.exists():
-        raise IngestError(str(p), "no such file or folder")
-    if p.is_dir():
+    why = regular_file(p)
+    if why == "is a folder":
         yield from _iter_dir(p, format=format, errors=errors)
         return
+    if why is not None:
+        raise IngestError(str(p), "no such file or folder" if not os.path.lexists(p) else why)
     yield from _read_file(p, format=format)
 
 
 def _read_file(p: Path, *, format: str | None) -> list[Session]:
+    why = regular_file(p)
+    if why is not None:  # never open a FIFO, a socket or a device: the read could block forever
+        raise IngestError(str(p), why)
+    with reading(str(p)):
+        return _read_regular(p, format=format)
+
+
+def _read_regular(p: Path, *, format: str | None) -> list[Session]:
     try:
         if format == "opencode-sqlite" or (format is None and _is_sqlite(p)):
-            return _reader("opencode-sqlite").read_sqlite(p)
+            return read_sqlite(p)
         with open(p, "rb") as fh:
             return read_stream(fh, source=str(p), format=format)
     except PermissionError:
@@ -150,16 +188,22 @@ def _iter_dir(root: Path, *, format: str | None, errors: list | None) -> Iterato
         # An opencode data dir: the database first (newer), then the JSON tree, deduped by id.
         data_dir = storage.parent if storage is not None and storage.name == "storage" else root
         for db in sqlite_in(data_dir):
-            for s in _guarded(lambda: _reader("opencode-sqlite").read_sqlite(db), db, errors):
+            for s in _guarded(lambda: _read_file(db, format="opencode-sqlite"), db, errors):
                 seen.add(s.id)
                 yield s
         tree: Tree = DirTree(storage or root)
-        for s in _guarded(lambda: _reader("opencode-storage").read_tree(tree), root, errors):
+        for s in _guarded(lambda: read_tree(tree), root, errors):
             if s.id not in seen:
                 seen.add(s.id)
                 yield s
         return
-    for dirpath, dirs, names in os.walk(root):
+    def unlistable(exc: OSError) -> None:
+        if errors is None:
+            raise IngestError(str(exc.filename or root), exc.strerror or str(exc))
+        errors.append(IngestError(str(exc.filename or root),
+                                  f"folder not read: {exc.strerror or exc}"))
+
+    for dirpath, dirs, names in os.walk(root, onerror=unlistable):
         dirs.sort()
         here = Path(dirpath)
         if here != root and is_opencode_tree(here):
@@ -170,6 +214,12 @@ def _iter_dir(root: Path, *, format: str | None, errors: list | None) -> Iterato
             if not name.endswith(SESSION_SUFFIXES):
                 continue
             f = here / name
+            why = regular_file(f)
+            if why is not None:
+                if errors is None:
+                    raise IngestError(str(f), why)
+                errors.append(IngestError(str(f), why))
+                continue
             if format is None and not _looks_like_session(f):
                 continue
             yield from _guarded(lambda: _read_file(f, format=format), f, errors)

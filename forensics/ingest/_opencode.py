@@ -18,6 +18,7 @@ from collections import Counter
 from typing import Any
 
 from forensics.ingest._text import clip
+from forensics.ingest._time import in_range
 from forensics.model import (
     AssistantTurn,
     EventTurn,
@@ -50,7 +51,7 @@ def seconds(ms: Any) -> float | None:
     """opencode stores Unix milliseconds; the turn model wants seconds."""
     if isinstance(ms, bool) or not isinstance(ms, (int, float)):
         return None
-    return ms / 1000.0
+    return in_range(ms / 1000.0)
 
 
 def shell_command(input: dict[str, Any]) -> str | None:
@@ -237,6 +238,8 @@ class SessionBuilder:
         after: list[Any] = []
         for part in parts:
             kind = part.get("type")
+            if not isinstance(kind, str):
+                kind = repr(kind)  # a list or object here is unhashable in the set lookups
             if kind == "text":
                 if part.get("synthetic"):
                     if not typed and not injected:
@@ -313,6 +316,8 @@ class SessionBuilder:
         saw_step_tokens = False
         for part in parts:
             kind = part.get("type")
+            if not isinstance(kind, str):
+                kind = repr(kind)  # a list or object here is unhashable in the set lookups
             kinds.append(str(kind))
             if kind == "text":
                 text = _str(part.get("text"))

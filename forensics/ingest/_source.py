@@ -8,12 +8,15 @@ on the session being built; reading goes on.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
 import orjson
 
+from forensics.errors import crash_text
 from forensics.model import ReadIssue
 
 MAX_ISSUES_PER_FILE = 200
@@ -66,6 +69,41 @@ def _note(issues: list[ReadIssue], source: str, line: int | None, message: str) 
     return 0
 
 
+@contextmanager
+def one_record(issues: list[ReadIssue], source: str, line: int | None = None,
+               what: str = "") -> Iterator[None]:
+    """Isolate one record (a line, a message file, a table row): if the reader raises on it,
+    the record becomes an issue naming ``file:line`` (or ``what``: ``table message row msg_…``)
+    and the rest of the source is still read."""
+    try:
+        yield
+    except Exception as exc:  # a reader bug on one record must not lose the others
+        prefix = f"{what}: " if what else ""
+        issues.append(ReadIssue(path=source, line=line,
+                                message=f"{prefix}reader crashed on this record: "
+                                        f"{crash_text(exc)}"))
+
+
+def regular_file(path: str | os.PathLike[str]) -> str | None:
+    """None for a regular file (or a link to one), else why it must not be opened: a FIFO would
+    block the read forever, a device may never end, a socket cannot be read."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a folder"
+    if stat.S_ISFIFO(mode):
+        return "is a FIFO (named pipe), not a regular file: skipped"
+    if stat.S_ISSOCK(mode):
+        return "is a socket, not a regular file: skipped"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "is a device, not a regular file: skipped"
+    return "is not a regular file: skipped"
+
+
 class Tree(Protocol):
     """A directory-like set of files: a folder on disk or the members of an archive."""
 
@@ -86,13 +124,24 @@ class DirTree:
         self.root = Path(root)
         self.label = str(root)
 
+        self.problems: list[ReadIssue] = []
+        """Folders that could not be listed and files that are not regular, found by files()."""
+
     def files(self) -> Iterator[str]:
         root = str(self.root)
-        for dirpath, _dirs, names in os.walk(root):
+        for dirpath, _dirs, names in os.walk(root, onerror=self._unlistable):
             rel_dir = os.path.relpath(dirpath, root)
             for name in names:
-                rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-                yield rel.replace(os.sep, "/")
+                why = regular_file(os.path.join(dirpath, name))
+                rel = (name if rel_dir == "." else f"{rel_dir}/{name}").replace(os.sep, "/")
+                if why is not None:
+                    self.problems.append(ReadIssue(path=f"{self.label}/{rel}", message=why))
+                    continue
+                yield rel
+
+    def _unlistable(self, exc: OSError) -> None:
+        self.problems.append(ReadIssue(path=str(exc.filename or self.root),
+                                       message=f"folder not read: {exc.strerror or exc}"))
 
     def read_bytes(self, rel: str) -> bytes:
         return (self.root / rel).read_bytes()

@@ -12,6 +12,16 @@ from datetime import datetime, timezone
 _MINUTES: dict[str, float] = {}
 _MAX_CACHED = 4096
 
+LATEST = 253402300799.0
+"""9999-12-31T23:59:59Z: past it a time cannot be shown as a date (nor stored in a table)."""
+
+
+def in_range(seconds: float | None) -> float | None:
+    """``seconds`` if it is a time every renderer and table can hold (1970 to 9999), else None."""
+    if seconds is None or not 0.0 <= seconds <= LATEST:  # NaN fails both comparisons too
+        return None
+    return seconds
+
 
 def iso_to_unix(value: object) -> float | None:
     """Unix seconds for an ISO-8601 string or a number (seconds or ms); None if unreadable."""
@@ -31,7 +41,7 @@ def iso_to_unix(value: object) -> float | None:
             except ValueError:
                 return _slow(value)
             if 0.0 <= seconds < 61.0:
-                return base + seconds
+                return in_range(base + seconds)
             return _slow(value)
         return _slow(value)
     if isinstance(value, bool):
@@ -39,7 +49,7 @@ def iso_to_unix(value: object) -> float | None:
     if isinstance(value, (int, float)):
         if not 0 < value < 1e15:
             return None
-        return float(value) / 1000.0 if value > 1e11 else float(value)
+        return in_range(float(value) / 1000.0 if value > 1e11 else float(value))
     return None
 
 
@@ -51,6 +61,6 @@ def _slow(value: str) -> float | None:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     try:
-        return dt.timestamp()
+        return in_range(dt.timestamp())
     except (OverflowError, OSError, ValueError):
         return None

@@ -62,7 +62,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from forensics.errors import IngestError
-from forensics.ingest._source import iter_jsonl
+from forensics.ingest._source import iter_jsonl, one_record
 from forensics.ingest._text import clip
 from forensics.ingest._time import iso_to_unix
 from forensics.model import (
@@ -122,7 +122,8 @@ def read_stream(stream: BinaryIO, source: str) -> list[Session]:
     """The session in one Codex rollout stream."""
     reader = _Reader(source)
     for line_no, rec in iter_jsonl(stream, source, reader.issues):
-        reader.add(line_no, rec)
+        with one_record(reader.issues, source, line_no):
+            reader.add(line_no, rec)
     return [reader.finish()]
 
 

@@ -14,6 +14,7 @@ import orjson
 
 from forensics.errors import IngestError
 from forensics.ingest._opencode import SessionBuilder
+from forensics.ingest._source import one_record
 from forensics.model import Session
 
 FORMAT = "opencode-export"
@@ -42,16 +43,21 @@ def read_document(doc: Any, source: str) -> Session:
     builder = SessionBuilder(session_id=session_id, format=FORMAT, source=source)
     builder.set_info(info)
     for index, item in enumerate(messages):
-        if not isinstance(item, dict):
-            builder.issue(f"messages[{index}] is not an object")
-        elif isinstance(item.get("info"), dict):
-            parts = item.get("parts") if isinstance(item.get("parts"), list) else []
-            builder.add_message(item["info"], [p for p in parts if isinstance(p, dict)])
-        elif isinstance(item.get("type"), str):
-            builder.add_v2(item["type"], item)
-        else:
-            builder.issue(f"messages[{index}] has neither info nor type")
+        with one_record(builder.issues, source, what=f"messages[{index}]"):
+            _add(builder, index, item)
     return builder.build()
+
+
+def _add(builder: SessionBuilder, index: int, item: Any) -> None:
+    if not isinstance(item, dict):
+        builder.issue(f"messages[{index}] is not an object")
+    elif isinstance(item.get("info"), dict):
+        parts = item.get("parts") if isinstance(item.get("parts"), list) else []
+        builder.add_message(item["info"], [p for p in parts if isinstance(p, dict)])
+    elif isinstance(item.get("type"), str):
+        builder.add_v2(item["type"], item)
+    else:
+        builder.issue(f"messages[{index}] has neither info nor type")
 
 
 def _first_session_id(messages: list[Any]) -> str | None:

@@ -20,7 +20,7 @@ from forensics.ingest._opencode import (
     seconds,
     status_code,
 )
-from forensics.ingest._source import iter_jsonl
+from forensics.ingest._source import iter_jsonl, one_record
 from forensics.model import ReadIssue, Session
 
 FORMAT = "opencode-run"
@@ -102,31 +102,38 @@ def read_stream(stream: BinaryIO, source: str) -> list[Session]:
     issues: list[ReadIssue] = []
     streams: dict[str, _Stream] = {}
     for line, rec in iter_jsonl(stream, source, issues):
-        session_id = rec.get("sessionID")
-        kind = rec.get("type")
-        if not isinstance(kind, str):
-            kind = repr(kind)
-        if not isinstance(session_id, str):
-            issues.append(ReadIssue(path=source, line=line, message="record without sessionID"))
-            continue
-        s = streams.get(session_id)
-        if s is None:
-            s = streams[session_id] = _Stream(session_id, source)
-        ts = rec.get("timestamp")
-        if kind in PART_TYPES:
-            if isinstance(rec.get("part"), dict):
-                s.part(rec["part"], ts, line)
-            else:
-                s.builder.issue(f"{kind} record without a part", line=line)
-        elif kind == "error":
-            s.error(rec.get("error") if isinstance(rec.get("error"), dict) else {}, ts, line)
-        elif kind == "done":
-            continue
-        else:
-            s.builder.unknown(f"record type {kind!r}")
+        with one_record(issues, source, line):
+            _add(streams, rec, line, source, issues)
     if not streams:
         first = issues[0].line if issues else None
         raise IngestError(source, "no opencode run events found", line=first)
     sessions = [s.build() for s in streams.values()]
     sessions[0].issues[:0] = issues
     return sessions
+
+
+def _add(streams: dict[str, _Stream], rec: dict, line: int, source: str,
+         issues: list[ReadIssue]) -> None:
+    """One event line into the stream of its session."""
+    session_id = rec.get("sessionID")
+    kind = rec.get("type")
+    if not isinstance(kind, str):
+        kind = repr(kind)
+    if not isinstance(session_id, str):
+        issues.append(ReadIssue(path=source, line=line, message="record without sessionID"))
+        return
+    s = streams.get(session_id)
+    if s is None:
+        s = streams[session_id] = _Stream(session_id, source)
+    ts = rec.get("timestamp")
+    if kind in PART_TYPES:
+        if isinstance(rec.get("part"), dict):
+            s.part(rec["part"], ts, line)
+        else:
+            s.builder.issue(f"{kind} record without a part", line=line)
+    elif kind == "error":
+        s.error(rec.get("error") if isinstance(rec.get("error"), dict) else {}, ts, line)
+    elif kind == "done":
+        return
+    else:
+        s.builder.unknown(f"record type {kind!r}")

@@ -25,7 +25,7 @@ import orjson
 
 from forensics.errors import IngestError
 from forensics.ingest._opencode import SessionBuilder
-from forensics.ingest._source import Tree
+from forensics.ingest._source import Tree, one_record
 from forensics.model import ReadIssue, Session
 
 FORMAT = "opencode-storage"
@@ -39,10 +39,17 @@ def read_tree(tree: Tree) -> list[Session]:
     index = _Index(tree)
     if not index.sessions:
         raise IngestError(tree.label, "no opencode sessions in this storage tree")
-    sessions = [index.build(ses) for ses in index.sessions]
+    sessions: list[Session] = []
+    lost: list[ReadIssue] = []
+    for ses in index.sessions:  # one session the reader chokes on never costs the others
+        with one_record(lost, tree.label, what=f"session {ses}"):
+            sessions.append(index.build(ses))
+    problems = index.loose_issues + lost + list(getattr(tree, "problems", []))
+    if not sessions:
+        raise IngestError(tree.label, str(problems[0]) if problems else
+                          "no opencode sessions in this storage tree")
     sessions.sort(key=lambda s: (s.started is None, s.started or 0.0, s.id))
-    if index.loose_issues:
-        sessions[0].issues.extend(index.loose_issues)
+    sessions[0].issues.extend(problems)
     return sessions
 
 
@@ -117,6 +124,7 @@ class _Index:
                     continue
                 parts.append({**part, "id": prt, "messageID": msg})
                 files[prt] = self.path(prel)
-            builder.add_message(info, parts, file=self.path(rel), part_files=files)
+            with one_record(builder.issues, self.path(rel)):
+                builder.add_message(info, parts, file=self.path(rel), part_files=files)
         return builder.build()
 

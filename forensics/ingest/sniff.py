@@ -68,17 +68,29 @@ def _sniff_record(obj: dict) -> str | None:
     return None
 
 
+def is_dir(path: Path) -> bool:
+    """``path.is_dir()`` that answers False for a folder it may not look into (PermissionError
+    from a parent without search permission), so one unreadable folder never stops a walk."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
 def is_opencode_tree(path: Path) -> Path | None:
     """The ``storage/`` folder of an opencode data dir, or None. Accepts the data dir too."""
     for candidate in (path, path / "storage"):
-        if (candidate / "message").is_dir() and (candidate / "part").is_dir():
+        if is_dir(candidate / "message") and is_dir(candidate / "part"):
             return candidate
-        if (candidate / "session").is_dir() and (candidate / "message").is_dir():
+        if is_dir(candidate / "session") and is_dir(candidate / "message"):
             return candidate
     # The oldest layout (≤ mid-2025): project/<slug>/storage/session/{info,message,part}/…
     project = path / "project"
-    if project.is_dir() and next(project.glob("*/storage/session"), None) is not None:
-        return path
+    try:
+        if project.is_dir() and next(project.glob("*/storage/session"), None) is not None:
+            return path
+    except OSError:
+        pass
     return None
 
 
@@ -92,7 +104,11 @@ def sniff_path(path: Path) -> str | None:
 def sqlite_in(path: Path) -> list[Path]:
     """opencode databases directly inside a data dir (``opencode.db``, ``opencode-*.db``)."""
     out = []
-    for name in sorted(os.listdir(path)):
+    try:
+        names = sorted(os.listdir(path))
+    except OSError:
+        return []
+    for name in names:
         if name.startswith("opencode") and name.endswith(".db"):
             out.append(path / name)
     return out

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 
 from forensics.model import (
     AssistantTurn,
@@ -14,6 +13,7 @@ from forensics.model import (
     UserTurn,
 )
 from forensics.report._prose import norm, shorten
+from forensics.timeline import utc_text
 from forensics.report._shell import (
     checks,
     figure_sentences,
@@ -27,9 +27,7 @@ from forensics.report._shell import (
 
 
 def when(turn: Turn) -> str:
-    if turn.time is None:
-        return ""
-    return datetime.fromtimestamp(turn.time, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return utc_text(turn.time, "%Y-%m-%d %H:%M:%S UTC")
 
 
 def message_number(session: Session, turn: Turn) -> int | None:

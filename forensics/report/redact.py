@@ -1,52 +1,110 @@
-"""Hide obvious secrets in transcript text before it lands in a report.
+"""Hide obvious secrets in transcript text before it lands in any output.
 
-Reports get pasted into tickets and chats; a transcript that once printed an API key must not
-carry it further. Each pattern names the kind of secret it hides, and the replacement keeps the
-surrounding words (``Authorization: Bearer [REDACTED:bearer-token]``) so the sentence still reads.
-The patterns aim at shapes that are secrets by construction; look-alikes that are not secrets
-(git SHAs, UUIDs, message ids, base64 image data) are left alone, and the tests hold both sides.
+Reports, tables and terminal output get pasted into tickets and chats; a transcript that once
+printed an API key must not carry it further. The patterns are data, in one list:
+``redaction/secrets.toml`` (shipped as ``forensics/_data/redaction``), which users extend with
+files of the same shape (``secret-patterns`` in ``forensics.toml`` or
+``FORENSICS_SECRET_PATTERNS``). Each pattern names the kind of secret it hides, and the
+replacement keeps the surrounding words (``Authorization: Bearer [REDACTED:bearer-token]``) so
+the sentence still reads. Look-alikes that are not secrets (git SHAs, UUIDs, message ids, base64
+image data) are left alone, and the tests hold both sides.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
-from collections.abc import Callable
+import tomllib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 
-_EDGE = r"(?<![A-Za-z0-9_+/-])"  # not in the middle of a longer token (base64, ids)
+from forensics.errors import ConfigError
 
-# (kind, pattern, group to hide): group 0 hides the whole match.
-_TOKEN_PATTERNS: list[tuple[str, str]] = [
-    ("private-key", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----(?:.|\n)*?"
-                    r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\Z)"),
-    ("anthropic-key", _EDGE + r"sk-ant-[A-Za-z0-9_-]{20,}"),
-    ("openai-key", _EDGE + r"sk-(?=[A-Za-z_-]*[0-9])[A-Za-z0-9_-]{20,}"),
-    ("github-token", _EDGE + r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})"),
-    ("slack-token", _EDGE + r"xox[abprs]-[A-Za-z0-9-]{10,}"),
-    ("aws-access-key", _EDGE + r"(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Z])"),
-    ("google-api-key", _EDGE + r"AIza[0-9A-Za-z_-]{35}"),
-    ("jwt", _EDGE + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
-]
+ENV_PATTERNS = "FORENSICS_SECRET_PATTERNS"
+"""os.pathsep-separated TOML files of extra patterns, read in every process (batch workers)."""
 
-# Patterns that keep a prefix (group 1) and hide what follows (group 2).
-_KEEP_PREFIX: list[tuple[str, str]] = [
-    ("bearer-token", r"(?i)(\bBearer\s+)([A-Za-z0-9._~+/-]{12,}=*)"),
-    ("password", r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s/:@]+:)([^\s/@]+)(?=@)"),
-    ("password", r"(?i)((?:\b|(?<=_))(?:password|passwd|pwd)\s*[=:]\s*[\"']?)"
-                 r"((?![$%{<\[])[^\s\"'&,;]{3,})"),
-    ("api-key", r"(?i)((?:\b|(?<=_))(?:api[_-]?key|secret[_-]?key|client[_-]?secret|"
-                r"access[_-]?token|"
-                r"auth[_-]?token)\s*[=:]\s*[\"']?)((?![$%{<\[])[^\s\"'&,;]{6,})"),
-]
 
-_COMPILED: list[tuple[str, re.Pattern[str], bool]] = (
-    [(kind, re.compile(p), False) for kind, p in _TOKEN_PATTERNS]
-    + [(kind, re.compile(p), True) for kind, p in _KEEP_PREFIX]
-)
+@dataclass(frozen=True)
+class SecretPattern:
+    kind: str
+    regex: re.Pattern[str]
+    keep_prefix: bool
+    hints: tuple[str, ...]
+    """Lower-case substrings one of which every match holds; () means always search."""
 
-# Cheap pre-check (plain substring tests, several times faster than one regex): text with none
-# of these, lower-cased, cannot match any pattern.
-_HINTS = ("private key", "sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox",
-          "akia", "asia", "aiza", "eyj", "bearer", "://", "passw", "pwd", "key", "secret", "token")
+
+def builtin_file() -> Path:
+    from forensics.resources import data_dir
+
+    return data_dir("redaction") / "secrets.toml"
+
+
+def load_patterns(path: str | os.PathLike[str]) -> list[SecretPattern]:
+    """The ``[[secret]]`` entries of one pattern file, checked (a bad regex names the file)."""
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    out = []
+    for n, entry in enumerate(data.get("secret", []), 1):
+        where = f"{path}: [[secret]] #{n}"
+        if not isinstance(entry, dict) or not isinstance(entry.get("kind"), str) \
+                or not isinstance(entry.get("pattern"), str):
+            raise ConfigError(f"{where} needs a kind and a pattern (strings)")
+        try:
+            regex = re.compile(entry["pattern"])
+        except re.error as exc:
+            raise ConfigError(f"{where} ({entry['kind']}): bad pattern: {exc}") from None
+        keep = bool(entry.get("keep", 0))
+        if keep and regex.groups < 2:
+            raise ConfigError(f"{where} ({entry['kind']}): keep = 1 needs two groups "
+                              "(the prefix kept, the secret hidden)")
+        hints = entry.get("hints", [])
+        if not isinstance(hints, list) or not all(isinstance(h, str) for h in hints):
+            raise ConfigError(f"{where} ({entry['kind']}): hints must be a list of strings")
+        out.append(SecretPattern(entry["kind"], regex, keep, tuple(h.lower() for h in hints)))
+    return out
+
+
+_extra_files: tuple[str, ...] = ()
+
+
+def use_extra_files(paths: Sequence[str | os.PathLike[str]]) -> None:
+    """Add users' pattern files (from the config) after the built-in list, in this process."""
+    global _extra_files
+    files = tuple(str(p) for p in paths)
+    for f in files:
+        load_patterns(f)  # fail now, naming the file, rather than inside a report
+    if files != _extra_files:
+        _extra_files = files
+        patterns.cache_clear()
+
+
+def extra_files() -> tuple[str, ...]:
+    env = tuple(p for p in os.environ.get(ENV_PATTERNS, "").split(os.pathsep) if p)
+    return env + _extra_files
+
+
+@cache
+def patterns() -> tuple[SecretPattern, ...]:
+    """The built-in patterns, then every extra file's, in order."""
+    found = load_patterns(builtin_file())
+    for f in extra_files():
+        found.extend(load_patterns(f))
+    return tuple(found)
+
+
+def patterns_digest() -> str:
+    """What the patterns are, for a batch's state key (new patterns rescan everything)."""
+    h = hashlib.blake2b(digest_size=8)
+    for p in patterns():
+        h.update(f"{p.kind}\0{p.regex.pattern}\0{p.keep_prefix}\0".encode())
+    return h.hexdigest()
 
 
 def _placeholder(kind: str) -> str:
@@ -59,18 +117,21 @@ def _hide(kind: str, keep_prefix: bool) -> Callable[[re.Match[str]], str]:
     return lambda m: _placeholder(kind)
 
 
+def _applicable(text: str, found: Iterable[SecretPattern]) -> list[SecretPattern]:
+    # Plain substring tests on the lower-cased text are several times faster than the regexes.
+    low = text.lower()
+    return [p for p in found if not p.hints or any(h in low for h in p.hints)]
+
+
 def redact(text: str) -> str:
     """``text`` with every recognised secret replaced by ``[REDACTED:<kind>]``."""
     if not text:
         return text
-    low = text.lower()
-    if not any(hint in low for hint in _HINTS):
-        return text
-    for kind, pattern, keep in _COMPILED:
-        text = pattern.sub(_hide(kind, keep), text)
+    for p in _applicable(text, patterns()):
+        text = p.regex.sub(_hide(p.kind, p.keep_prefix), text)
     return text
 
 
 def secret_kinds(text: str) -> list[str]:
     """The kinds of secret ``redact`` would hide in ``text``, in pattern order (for tests)."""
-    return [kind for kind, pattern, _ in _COMPILED if pattern.search(text)]
+    return [p.kind for p in patterns() if p.regex.search(text)]

@@ -115,8 +115,6 @@ def incident_id(incident: Incident) -> str:
 
 
 def _clock(t: float | None) -> str:
-    if t is None:
-        return ""
-    import datetime as _dt
+    from forensics.timeline import utc_text
 
-    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return utc_text(t)

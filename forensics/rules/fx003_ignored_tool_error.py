@@ -1,10 +1,20 @@
 """FX003 ignored-tool-error: a tool call failed and the assistant carried on as if it had not.
 
-A failure is dealt with when, before the user writes again, the assistant's text or reasoning
-refers to it (names the error, quotes a file, code or name from the output, or uses a word for
-failure in any language), or a later call retries it or investigates it (touches a file, name or
-port the error mentions, reruns the same program on the same target), or the user interrupted.
-Structure comes first: quoting the error's own tokens works in every language.
+Dealt with means the assistant reacted to *this* failure before the user wrote again (rules.md
+of the shared docs, "ignored-tool-error"; our own words in rules/FX003-ignored-tool-error.toml):
+
+* its words name the error itself: the exception or error code, the missing module, a quoted
+  name, three words of the message, the failed command's own target (the file it could not
+  read, the service it could not find), or hand the step to the user;
+* its first words after the failure use a failure word, or a later sentence puts a failure
+  word next to the file the error names or the failed program ("Tooltip.tsx still fails");
+* its calls retry the step or touch what the error names (read the file or log, install the
+  module, check the port, create the missing file).
+
+A word that merely recurs from the output (a file name a feature summary would mention anyway, a
+localhost URL, a subcommand such as ``build``) is not a reaction. A claim that the failed kind
+of step succeeded (tests pass, the build succeeds, the server is running), with no passing rerun
+before it and no words about the failure, makes the finding high whatever the calls did.
 """
 
 from __future__ import annotations
@@ -16,8 +26,11 @@ from functools import lru_cache
 import orjson
 
 from forensics.findings import Finding
-from forensics.model import AssistantTurn, Session, ToolCall, ToolResultTurn
+from forensics.model import (AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn,
+                             UserTurn)
 from forensics.rules import rule
+from forensics.rules._patterns import any_of as _any_of
+from forensics.rules._patterns import phrases as _phrases
 from forensics.rules._walk import rest_of_exchange, user_stopped
 from forensics.shell import command_of as _script_of
 from forensics.shell import program, split_commands
@@ -25,7 +38,7 @@ from forensics.timeline import shorten
 
 _PATH = re.compile(r"(?:[A-Za-z]:)?[\w.~-]*[/\\][\w./\\@+-]+")
 _QUOTED = re.compile(r"[`'\"“‘]([^`'\"”’\n]{3,80})[`'\"”’]")
-_NAMES = re.compile(r"\b[A-Z][A-Za-z]*(?:Error|Exception|Exit|Fault)\b|\bE[A-Z]{3,}\b"
+_NAMES = re.compile(r"\b[A-Z][A-Za-z]*(?:Error|Exception|Exit|Fault)\b|\bE[A-Z][A-Z_]{2,}\b"
                     r"|\b[A-Z]{1,4}\d{3,5}\b")
 _MODULE = re.compile(r"No module named ['\"]?([\w.]+)|Cannot find module ['\"]([^'\"]+)"
                      r"|command not found: (\S+)|(\S+): command not found")
@@ -33,8 +46,10 @@ _PLAIN_PROGRAMS = frozenset({"cd", "echo", "printf", "ls", "cat", "head", "tail"
                              "awk", "sort", "wc", "true", "test", "sleep", "export", "source",
                              "git", "npm", "pnpm", "yarn", "python", "python3", "node", "bash",
                              "sh", "sudo", "find", "xargs", "tee", "mkdir", "rm", "cp", "mv"})
-_COMMON = frozenset({"error", "errors", "exception", "warning", "the", "and", "this", "that",
-                     "true", "false", "none", "null", "/dev/null", "/tmp", "/usr/bin/env"})
+_COMMON = frozenset({"error", "errors", "exception", "warning", "warn", "fatal", "failed",
+                     "failure", "the", "and", "this", "that", "true", "false", "none", "null",
+                     "string", "number", "object", "undefined", "boolean", "function",
+                     "/dev/null", "/tmp", "/usr/bin/env"})
 
 
 @rule("FX003")
@@ -48,14 +63,21 @@ def ignored_tool_error(
     death_patterns: Sequence[str],
     exit_text_patterns: Sequence[str],
     failure_text_patterns: Sequence[str],
+    error_line_patterns: Sequence[str],
+    subcommand_words: Sequence[str],
+    missing_dependency_patterns: Sequence[str],
     acknowledgements: Sequence[str],
     handoffs: Sequence[str],
     success_claims: Sequence[str],
+    step_commands: dict[str, list[str]],
+    step_claims: dict[str, list[str]],
 ) -> Iterator[Finding]:
     k = _knowledge(tuple(probe_commands), tuple(probe_patterns), tuple(benign_commands),
                    tuple(death_words), tuple(death_patterns), tuple(exit_text_patterns),
-                   tuple(failure_text_patterns), tuple(acknowledgements), tuple(handoffs),
-                   tuple(success_claims))
+                   tuple(failure_text_patterns), tuple(error_line_patterns),
+                   tuple(subcommand_words), tuple(missing_dependency_patterns),
+                   tuple(acknowledgements), tuple(handoffs),
+                   tuple(success_claims), _frozen(step_commands), _frozen(step_claims))
     status_in_text_only = session.agent == "codex"
     for result in session.turns:
         if not isinstance(result, ToolResultTurn) or result.aborted:
@@ -65,18 +87,47 @@ def ignored_tool_error(
         failure = _failure(result, call, k, status_in_text_only)
         if failure is None:
             continue
+        if owner and _user_wrote_between(session, owner[0].ordinal, result.ordinal):
+            continue  # the user spoke before the result came back: the next step answers them
         later = rest_of_exchange(session, result.ordinal)
         if user_stopped(later):
             continue
         replies = [t for t in later if isinstance(t, AssistantTurn)]
-        if not replies or _dealt_with(result, call, replies, k):
+        if not replies:
+            if _turn_ended_silently(session, result, later):
+                yield _finding(session, result, owner, failure, [], k, silent=True)
             continue
-        yield _finding(session, result, owner, failure, replies, k)
+        facts = _Facts(result, call, k)
+        reaction = _reaction(session, facts, call, replies, k)
+        if reaction in ("said", "rerun-ok"):
+            continue
+        claim = next((r for r in replies if _claims_step(r, facts.kind, k)), None)
+        if reaction is not None and claim is None:
+            continue  # it named the target, retried or investigated, and claimed nothing
+        yield _finding(session, result, owner, failure, replies, k, step_claim=claim)
+
+
+def _user_wrote_between(session: Session, call_ordinal: int, result_ordinal: int) -> bool:
+    return any(isinstance(t, UserTurn) for t in session.turns[call_ordinal:result_ordinal - 1])
+
+
+def _turn_ended_silently(session: Session, result: ToolResultTurn, later: list) -> bool:
+    """No reply at all before the user wrote again: the turn ended on the failure. A session
+    that simply ends here (exported while running) is not counted."""
+    nxt = result.ordinal + len(later)
+    if nxt >= len(session.turns):
+        return False
+    return isinstance(session.turns[nxt], UserTurn)
+
+
+def _frozen(table: dict[str, list[str]]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    return tuple((key, tuple(values)) for key, values in table.items())
 
 
 class _Knowledge:
     def __init__(self, probes, probe_patterns, benign, death_words, death, exit_text,
-                 failure_text, acks, handoffs, claims):
+                 failure_text, error_line, subcommands, missing_dependency_patterns, acks,
+                 handoffs, claims, step_commands, step_claims):
         self.death_words = tuple(death_words)
         self.probes = frozenset(probes)
         self.probe_patterns = [re.compile(p) for p in probe_patterns]
@@ -84,34 +135,19 @@ class _Knowledge:
         self.death = _any_of(death)
         self.exit_text = _any_of(exit_text)
         self.failure_text = _any_of(failure_text)
+        self.error_line = _any_of(error_line)
+        self.subcommands = frozenset(w.lower() for w in subcommands)
+        self.missing = _any_of(missing_dependency_patterns)
         self.acks = _phrases(acks, prefix=True)
         self.handoffs = _phrases(handoffs, prefix=True)
         self.claims = _phrases(claims)
+        self.step_commands = {kind: _any_of(patterns) for kind, patterns in step_commands}
+        self.step_claims = {kind: _phrases(words) for kind, words in step_claims}
 
 
 @lru_cache(maxsize=8)
 def _knowledge(*params) -> _Knowledge:
     return _Knowledge(*params)
-
-
-def _any_of(patterns: Sequence[str]) -> re.Pattern[str]:
-    """One multiline regex from many; a leading ``(?i)`` stays local to its pattern."""
-    alts = []
-    for p in patterns:
-        p = p.removeprefix("(?m)")
-        alts.append(f"(?i:{p[4:]})" if p.startswith("(?i)") else f"(?:{p})")
-    return re.compile("|".join(alts), re.MULTILINE)
-
-
-def _phrases(words: Sequence[str], *, prefix: bool = False) -> re.Pattern[str]:
-    """Match any phrase; ASCII words at word boundaries (``prefix``: fail -> failed, fails),
-    other scripts anywhere."""
-    alts = []
-    end = "" if prefix else r"\b"
-    for w in sorted(words, key=len, reverse=True):
-        esc = re.escape(w.lower())
-        alts.append(rf"\b{esc}{end}" if w.isascii() and w[:1].isalnum() else esc)
-    return re.compile("|".join(alts))
 
 
 # -- what counts as a failure -------------------------------------------------------------
@@ -170,68 +206,278 @@ def _is_probe(command: str, k: _Knowledge) -> bool:
     return last == "probe"
 
 
-# -- what counts as dealing with it -----------------------------------------------------------
+# -- what the failure says ---------------------------------------------------------------------
 
 
-def salient_tokens(result: ToolResultTurn, call: ToolCall | None) -> set[str]:
-    """Names, files, codes and quoted words from the failure that a reaction would mention."""
-    text = (result.error or "") + "\n" + _edges(result.output)
-    tokens: set[str] = set()
-    for m in _PATH.finditer(text):
-        path = m.group(0).strip(".,:;()[]'\"")
-        if len(path) > 3:
-            tokens.add(path)
-            base = re.split(r"[/\\]", path)[-1]
-            if len(base) > 3 and "." in base:
-                tokens.add(base)
-    for m in _QUOTED.finditer(text):
-        tokens.add(m.group(1).strip())
-    tokens.update(_NAMES.findall(text))
-    short: set[str] = set()
-    for m in _MODULE.finditer(text):
-        short.update(g for g in m.groups() if g)
+class _Facts:
+    """What a reaction to this failure would name, taken from its error lines only.
+
+    * ``terms``: the error itself (exception and error-code names, the missing module, quoted
+      names, runs of three words of the message): naming one is a reference on its own.
+    * ``targets``: the failed command's own arguments or file that the error lines name (the
+      file it could not read, the service it could not find): the strongest reference.
+    * ``subjects``: files and paths the error lines name: a reference only together with a
+      failure word in the same sentence ("Tooltip.tsx still fails"), never alone.
+    * ``ports``: ports the error lines name, which a check of the port would touch.
+    """
+
+    def __init__(self, result: ToolResultTurn, call: ToolCall | None, k: _Knowledge):
+        lines = _error_lines(result, k)
+        text = "\n".join(lines)
+        bare = _URL.sub(" ", text)
+        self.terms: set[str] = set(_NAMES.findall(bare))
+        self.modules = {g for m in _MODULE.finditer(bare) for g in m.groups() if g}
+        self.terms |= self.modules
+        self.quoted: set[str] = set()
+        for m in _QUOTED.finditer(bare):
+            quoted = m.group(1).strip()
+            if len(quoted) > 3 and quoted.lower() not in _COMMON:
+                self.quoted.add(quoted)
+                if _NAME_LIKE.search(quoted):
+                    self.terms.add(quoted)
+        self.phrases = _message_runs("\n".join(line for line in bare.splitlines()
+                                               if k.error_line.search(line)))
+        codes = {m.group(1) for m in _HTTP_STATUS.finditer(bare)}
+        if result.exit_code not in (None, 0, 1):
+            codes.add(str(result.exit_code))
+        self.status = (re.compile(r"(?:exit(?:ed)?(?: with)?(?: code| status)?|status(?: code)?"
+                                  r"|code|http)\W{0,3}(?:" + "|".join(sorted(codes)) + r")\b")
+                       if codes else None)
+        self.subjects: set[str] = set()
+        for m in _PATH.finditer(bare):
+            path = m.group(0).strip(".,:;()[]'\"")
+            if len(path) > 3 and path.lower() not in _COMMON:
+                self.subjects.add(path)
+                base = re.split(r"[/\\]", path)[-1]
+                base = re.sub(r"[(:]\d.*$", "", base)  # Tooltip.tsx(12,5) / app.py:41
+                if len(base) > 3 and "." in base:
+                    self.subjects.add(base)
+        self.ports = set(_PORT.findall(bare))
+        low = _slashes(bare.lower())
+        self.own = _own_targets(call, k)
+        self.targets = {t for t in self.own if _slashes(t.lower()) in low}
+        self.terms = {t for t in self.terms if len(t) > 2 and t.lower() not in _COMMON}
+        self.missing_dependency = bool(self.modules) or bool(k.missing.search(bare))
+        self.program = None
+        command = command_of(call)
+        if command:
+            main = _main_program(command)
+            if main and main[0] not in _PLAIN_PROGRAMS:
+                self.program = main[0]
+        self.kind = _step_kind(command, k) if command else None
+
+    def names_error(self, words: str) -> bool:
+        """Does this text name the error itself (its name, code, module or message)?"""
+        if any(_mentions(words, t) for t in self.terms):
+            return True
+        if self.status is not None and self.status.search(words):
+            return True
+        return any(p in words for p in self.phrases)
+
+    def names_target(self, words: str) -> bool:
+        """Does this text name what the failed call was aimed at, as the error names it?"""
+        return any(_mentions(words, t) for t in self.targets)
+
+    def named_in_call(self, blob: str) -> bool:
+        """Does a later call touch what the failure is about (the failed call's own file or
+        target, a file or module the error names, the port it names)?"""
+        names = self.own | self.subjects | self.modules | self.quoted | {
+            t for t in self.terms if _NAME_LIKE.search(t)}
+        names |= {folder for path in self.own | self.subjects for folder in _folders(path)}
+        if any(_mentions(blob, t) for t in names):
+            return True
+        return any(re.search(rf"(?<!\d){p}(?!\d)", blob) for p in self.ports)
+
+
+_HTTP_STATUS = re.compile(r"(?i)\b(?:HTTP(?:/[\d.]+)?|status(?: code)?)\s*:?\s*([1-5]\d\d)\b")
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.I)
+_PORT = re.compile(r"(?:port\s+|:)(\d{4,5})\b", re.I)
+_NAME_LIKE = re.compile(r"[A-Z_./\\:-]|\d|[a-z][A-Z]")
+_WORD = re.compile(r"[^\W\d_]{2,}")
+
+
+def _error_lines(result: ToolResultTurn, k: _Knowledge) -> list[str]:
+    """The lines that carry the failure: the harness's error, then output lines that look like
+    errors; the output's last lines when none does (a status sits at the end)."""
+    out = [line for line in (result.error or "").splitlines() if line.strip()]
+    text = _edges(result.output)
+    lines = [line for line in text.splitlines() if line.strip()]
+    marked = [line for line in lines if k.error_line.search(line)]
+    if len(lines) <= 6:
+        out.extend(lines)  # a short output is all status
+    elif marked:
+        out.extend(marked[:40])
+    else:
+        out.extend(lines[-3:])
+    return [line[:400] for line in out]
+
+
+def _message_runs(text: str) -> set[str]:
+    """Runs of three words from the error messages, the part after ``Error:`` and the like."""
+    runs: set[str] = set()
+    for line in text.splitlines():
+        message = line.split(":", 1)[1] if ":" in line[:60] else line
+        words = [w.lower() for w in _WORD.findall(message)]
+        runs.update(" ".join(words[i:i + 3]) for i in range(len(words) - 2))
+    return {r for r in runs if len(r) > 10}
+
+
+def _own_targets(call: ToolCall | None, k: _Knowledge) -> set[str]:
+    """What the failed call was aimed at: its file input, or its command's positional
+    arguments other than subcommand words (``build`` of ``npm run build`` is not a target)."""
+    if call is None:
+        return set()
+    out: set[str] = set()
+    for key in _PATH_KEYS:
+        value = call.input.get(key)
+        if isinstance(value, str) and value:
+            out.add(value)
+            base = re.split(r"[/\\]", value)[-1]
+            if len(base) > 3:
+                out.add(base)
     command = command_of(call)
     if command:
         for simple in split_commands(command):
             prog, args = program(simple)
-            if prog and prog not in _PLAIN_PROGRAMS:
-                tokens.add(prog)
-    if call is not None:
-        for key in ("filePath", "file_path", "path", "filename", "notebook_path"):
-            value = call.input.get(key)
-            if isinstance(value, str) and value:
-                tokens.add(value)
-                tokens.add(re.split(r"[/\\]", value)[-1])
-    return {t for t in tokens if len(t) > 3 and t.lower() not in _COMMON} | short
+            if not prog or prog in k.benign:
+                continue
+            for a in args:
+                a = a.strip("'\"")
+                if (a.startswith("-") or _ASSIGNMENT.match(a) or len(a) < 3
+                        or a.lower() in k.subcommands):
+                    continue
+                out.add(a)
+                if "/" in a:
+                    out.add(a.rsplit("/", 1)[-1])
+    return {t for t in out if len(t) > 2}
+
+
+_PATH_KEYS = ("filePath", "file_path", "path", "filename", "notebook_path", "url")
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][\w.-]*=")
+
+
+def _slashes(text: str) -> str:
+    return text.replace("\\\\", "/").replace("\\", "/")
+
+
+def _folders(path: str) -> set[str]:
+    """Where a path lives, as a later call would name it: its folder, and its last two parts
+    (``sdk/dist`` of ``…/node_modules/@x/sdk/dist/index.d.ts``), so that listing the folder or
+    reading the file by another relative path counts as looking at it."""
+    parts = [p for p in _slashes(path).split("/") if p and p not in (".", "~")]
+    out = set()
+    if len(parts) >= 2:
+        out.add("/".join(parts[-2:]))
+    if len(parts) >= 3:
+        out.add("/".join(parts[-3:-1]))
+    return {f for f in out if len(f) >= 8}
+
+
+@lru_cache(maxsize=4096)
+def _mention_pattern(term: str) -> re.Pattern[str]:
+    edge_l = r"(?<![\w.-])" if term[:1].isalnum() or term[:1] == "_" else ""
+    edge_r = r"(?![\w-])" if term[-1:].isalnum() or term[-1:] == "_" else ""
+    return re.compile(edge_l + re.escape(term.lower()) + edge_r)
+
+
+def _mentions(text: str, term: str) -> bool:
+    """``term`` as a whole word in lower-cased ``text`` (path separators folded to ``/``)."""
+    term = _slashes(term)
+    text = _slashes(text)
+    return term.lower() in text and bool(_mention_pattern(term).search(text))
+
+
+def _step_kind(command: str, k: _Knowledge) -> str | None:
+    for kind, pattern in k.step_commands.items():
+        if pattern.search(command):
+            return kind
+    return None
 
 
 def _edges(text: str, size: int = 2000) -> str:
     return text if len(text) <= 2 * size else text[:size] + "\n" + text[-size:]
 
 
-def _dealt_with(result: ToolResultTurn, call: ToolCall | None, replies: list[AssistantTurn],
-                k: _Knowledge) -> bool:
-    tokens = salient_tokens(result, call)
-    lowered = {t.lower() for t in tokens}
+# -- what counts as dealing with it -----------------------------------------------------------
+
+
+def _opening(text: str, sentences: int = 2, width: int = 300) -> str:
+    """The first sentences of a reply: where a reaction to what it just saw is said."""
+    return " ".join(_sentences(text)[:sentences])[:width]
+
+
+def _sentences(text: str) -> list[str]:
+    return [s for s in re.split(r"(?<=[.!?。！？])\s+|\n+", text) if s.strip()]
+
+
+def _reaction(session: Session, facts: _Facts, call: ToolCall | None,
+              replies: list[AssistantTurn], k: _Knowledge) -> str | None:
+    """How the assistant reacted to this failure before the user wrote again, strongest first:
+
+    * ``"said"``: its words name the error, or use a failure word about this step, or hand the
+      step to the user;
+    * ``"rerun-ok"``: it ran the failed step again and it passed;
+    * ``"target"``: its words name the failed call's own target (weaker: a summary that claims
+      the step worked names the same file);
+    * ``"call"``: it retried or investigated (read the file, installed the module);
+    * None: no reaction.
+    """
     failed_command = command_of(call)
     failed_prog = _main_program(failed_command) if failed_command else None
     echoes = _input_windows(call) if call is not None and not failed_command else []
+    about = {s.lower() for s in facts.subjects} | ({facts.program} if facts.program else set())
+    immediate = True  # the replies before the assistant's next step: a failure word there is
+    first_call = True  # about the failure it just saw; its next call is a retry when it runs
+    found: set[str] = set()  # the same program again (with the arguments changed)
     for reply in replies:
         words = f"{reply.text}\n{reply.reasoning}".lower()
         if words.strip():
-            if k.acks.search(words) or k.handoffs.search(words):
-                return True
-            if any(t in words for t in lowered):
-                return True
+            if facts.names_error(words) or k.handoffs.search(words):
+                return "said"
+            if immediate and (k.acks.search(_opening(reply.text.lower()))
+                              or k.acks.search(_opening(reply.reasoning.lower()))):
+                return "said"
+            for sentence in _sentences(words):
+                if k.acks.search(sentence) and any(_mentions(sentence, t) for t in about):
+                    return "said"
             if any(w in words for w in echoes):
-                return True  # did by hand what the failed tool was for (asked in plain text)
+                return "said"  # did by hand what the failed tool was for (asked in plain text)
+            if facts.names_target(words):
+                found.add("target")
+        if reply.tool_calls or reply.visible:
+            immediate = False
         for later in reply.tool_calls:
+            next_step, first_call = first_call, False
             if call is not None and _same_call(call, later, failed_prog):
-                return True
-            blob = (command_of(later) or orjson.dumps(later.input).decode()).lower()
-            if any(t in blob for t in lowered):
-                return True
-    return False
+                if _passed(session, later):
+                    return "rerun-ok"
+                found.add("call")
+                continue
+            if next_step and _same_program(failed_prog, later):
+                found.add("call")  # a changed retry: the same program, other arguments
+                continue
+            later_command = command_of(later)
+            blob = (later_command or _input_text(later)).lower()
+            if facts.named_in_call(blob):
+                found.add("call")
+            elif (facts.missing_dependency and later_command
+                  and _step_kind(later_command, k) == "install"):
+                found.add("call")  # installs what the error said was missing
+    return "target" if "target" in found else "call" if "call" in found else None
+
+
+def _passed(session: Session, call: ToolCall) -> bool:
+    """The rerun's own result came back clean (no failure status, no error, no kill)."""
+    result = session.result_for(call)
+    return result is not None and not (result.failed or result.timed_out or result.killed)
+
+
+def _claims_step(reply: AssistantTurn, kind: str | None, k: _Knowledge) -> bool:
+    """Does this reply claim the failed kind of step succeeded (tests pass, build succeeds)?"""
+    if not kind or not reply.text.strip():
+        return False
+    pattern = k.step_claims.get(kind)
+    return bool(pattern and pattern.search(reply.text.lower()))
 
 
 def _input_windows(call: ToolCall, size: int = 12, step: int = 6) -> list[str]:
@@ -252,38 +498,66 @@ def _main_program(command: str) -> tuple[str, tuple[str, ...]] | None:
     return None
 
 
+def _input_text(call: ToolCall) -> str:
+    """A non-shell call's arguments as plain text (paths unescaped, unlike its JSON)."""
+    return "\n".join(str(v) for v in call.input.values() if isinstance(v, (str, int, float)))
+
+
+def _same_program(failed_prog, later: ToolCall) -> bool:
+    again = _main_program(command_of(later) or "")
+    return bool(failed_prog and again and failed_prog[0] == again[0])
+
+
 def _same_call(call: ToolCall, later: ToolCall, failed_prog) -> bool:
-    """A retry: the same program on the same arguments, or the same non-shell tool again."""
+    """A retry: the same command, the same program on the same arguments (a subset either way),
+    or the same non-shell tool on the same file."""
     failed, again_cmd = command_of(call), command_of(later)
     if failed and again_cmd:
         if " ".join(failed.split()) == " ".join(again_cmd.split()):
             return True
         again = _main_program(again_cmd)
         if failed_prog and again and failed_prog[0] == again[0]:
-            if not failed_prog[1] or set(failed_prog[1]) & set(again[1]):
-                return True
+            a, b = set(failed_prog[1]), set(again[1])
+            return not a or a <= b or (bool(b) and b <= a)
         return False
-    return not failed and call.name == later.name
+    if failed or call.name != later.name:
+        return False
+    target = next((call.input.get(key) for key in _PATH_KEYS if call.input.get(key)), None)
+    again_target = next((later.input.get(key) for key in _PATH_KEYS if later.input.get(key)),
+                        None)
+    return target is None or target == again_target
 
 
 # -- the finding ------------------------------------------------------------------------------
 
 
 def _finding(session: Session, result: ToolResultTurn, owner, failure: str,
-             replies: list[AssistantTurn], k: _Knowledge) -> Finding:
+             replies: list[AssistantTurn], k: _Knowledge, *,
+             step_claim: AssistantTurn | None = None, silent: bool = False) -> Finding:
     turn, call = owner if owner else (result, None)
     what = f"`{shorten(command_of(call), 90)}`" if command_of(call) else (
         f"the {result.name or 'tool'} call")
-    first = replies[0]
     claims = [r for r in replies if r.text.strip() and k.claims.search(r.text.lower())]
-    if not first.visible and not first.aborted and first.error is None:
+    if silent and any(isinstance(t, EventTurn) and t.event == "turn_complete"
+                      for t in rest_of_exchange(session, result.ordinal)):
+        severity = "high"
+        reason = "the turn completed right after the failure with an empty reply"
+        outcome = "the turn completed with nothing said"
+    elif silent:
+        severity = "medium"
+        reason = "the turn ended right after the failure without a word about it"
+        outcome = "the turn ended there, with no reply about it"
+    elif not replies[0].visible and not replies[0].aborted and replies[0].error is None:
         severity = "high"
         reason = "the reply right after the failure was empty"
         outcome = "the next reply was empty"
-    elif claims:
+    elif step_claim is not None or claims:
         severity = "high"
-        reason = "the assistant's text claims success despite the failure"
-        outcome = f"the assistant went on to say \"{shorten(claims[-1].text, 80)}\""
+        reason = ("the assistant claims this step succeeded without running it again"
+                  if step_claim is not None
+                  else "the assistant's text claims success despite the failure")
+        claim = step_claim or claims[-1]
+        outcome = f"the assistant went on to say \"{shorten(claim.text, 80)}\""
     else:
         severity = "medium"
         reason = "the assistant moved on without a word about the failure"

@@ -10,6 +10,7 @@ aborted.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterator, Sequence
 from difflib import SequenceMatcher
 from typing import Literal
@@ -17,6 +18,7 @@ from typing import Literal
 from forensics.findings import Finding
 from forensics.model import AssistantTurn, EventTurn, Session, ToolResultTurn, UserTurn
 from forensics.rules import rule
+from forensics.rules._patterns import any_of
 from forensics.rules._walk import STOP_EVENTS
 from forensics.timeline import shorten
 
@@ -33,9 +35,17 @@ def user_resend(
     short_message_chars: int,
     lookback: int,
     template_patterns: Sequence[str],
+    cut_short_min_chars: int,
+    cut_short_similarity: float,
+    long_turn_seconds: float,
     retry_phrases: Sequence[str],
     continue_phrases: Sequence[str],
+    polite_words: Sequence[str],
+    error_paste_patterns: Sequence[str],
+    error_paste_distance: int,
 ) -> Iterator[Finding]:
+    error_paste = any_of(error_paste_patterns)
+    polite = sorted({_bare(w) for w in polite_words}, key=len, reverse=True)
     retries = {_bare(p) for p in retry_phrases}
     continues = {_bare(p) for p in continue_phrases}
     templates = [re.compile(p) for p in template_patterns]
@@ -46,7 +56,7 @@ def user_resend(
         if j == 0:
             continue
         pairs.pop(j - lookback - 1, None)  # out of reach from now on
-        bare = _bare(user.text)
+        bare = _without_polite(_bare(user.text), polite)
         previous = users[j - 1]
         status, witness = reply_status(session, previous, user)
         if user.command is None and (bare in retries or bare in continues):
@@ -54,17 +64,28 @@ def user_resend(
             if status in wanted:
                 yield _finding(session, user, previous, status, witness, retry=True)
             continue
-        i = _find_repeat(keys, j, similarity, lookback, pairs)
+        i = _find_repeat(keys, j, similarity, lookback, pairs,
+                         (cut_short_min_chars, cut_short_similarity))
         if i is None:
             continue
         earlier = users[i]
+        if _reports_new_error(earlier.text, user.text, error_paste):
+            continue  # the same template of error, but another error: progress, not a re-send
         status, witness = reply_status(session, earlier, users[i + 1])
         if status == "none" and not earlier.queued:
             continue  # a quick edit before any reply
+        if status == "aborted" and earlier is previous and not _shown_text(session, earlier,
+                                                                            user):
+            ran = _turn_seconds(session, earlier, witness[0])
+            yield _finding(session, user, earlier, "aborted-silent", witness, retry=False,
+                           long_turn=ran is not None and ran >= long_turn_seconds)
+            continue
+        pasted_error_again = (j - i <= error_paste_distance and keys[j][0] is None
+                              and bool(error_paste.search(user.text)))
         needs_bad = not earlier.queued and (
             keys[j][0] is not None
             or len(keys[j][1]) < short_message_chars
-            or earlier is not previous
+            or (earlier is not previous and not pasted_error_again)
         )
         if needs_bad and status not in BAD:
             continue
@@ -72,7 +93,32 @@ def user_resend(
 
 
 def _bare(text: str) -> str:
-    return _PUNCT.sub("", " ".join(text.lower().split()))
+    """What the user typed, folded: full-width IME forms, case and diacritics (users type
+    ``reessaie`` for ``réessaie``, ``ещё`` as ``еще``), spacing, trailing punctuation."""
+    text = unicodedata.normalize("NFKC", text)
+    if not text.isascii():
+        decomposed = unicodedata.normalize("NFD", text)
+        text = unicodedata.normalize("NFC", "".join(
+            c for c in decomposed if not unicodedata.combining(c) or not _latin_or_cyrillic(c)))
+    return _PUNCT.sub("", " ".join(text.casefold().split()))
+
+
+def _latin_or_cyrillic(mark: str) -> bool:
+    """Accents to fold are Latin and Cyrillic ones; Korean, Japanese and Indic marks stay."""
+    return "\u0300" <= mark <= "\u036f"
+
+
+def _without_polite(bare: str, polite: list[str]) -> str:
+    """A short request without its courtesy (``please retry``, ``続けてください``,
+    ``다시 해 주세요``): what remains is the request itself."""
+    for _ in range(2):
+        for word in polite:
+            if bare.endswith(word) and len(bare) > len(word):
+                bare = _PUNCT.sub("", bare[: -len(word)].rstrip(" ,"))
+            elif bare.startswith(word + " ") or (not word.isascii() and bare.startswith(word)
+                                                 and len(bare) > len(word)):
+                bare = bare[len(word):].lstrip(" ,")
+    return bare
 
 
 def _key(user: UserTurn, templates: list[re.Pattern[str]]) -> tuple[str | None, str]:
@@ -86,8 +132,10 @@ def _key(user: UserTurn, templates: list[re.Pattern[str]]) -> tuple[str | None, 
     return None, _bare(user.text)
 
 
-def _find_repeat(keys, j, similarity, lookback, pairs) -> int | None:
-    """Index of the latest earlier message the j-th one repeats, if any."""
+def _find_repeat(keys, j, similarity, lookback, pairs, cut_short) -> int | None:
+    """Index of the latest earlier message the j-th one repeats, if any: the same text, a
+    near-identical one, or a re-paste cut short or extended (one is a near-prefix of the
+    other, and both are long)."""
     command, text = keys[j]
     if not text and command is None:
         return None
@@ -99,7 +147,24 @@ def _find_repeat(keys, j, similarity, lookback, pairs) -> int | None:
             return i
         if command is None and len(text) >= 12 and _near(keys, i, j, similarity, pairs):
             return i
+        if command is None and _near_prefix(text, other, *cut_short):
+            return i
     return None
+
+
+def _near_prefix(a: str, b: str, min_chars: int, threshold: float) -> bool:
+    """One message is the other's opening, nearly verbatim: a paste cut short, or the same
+    paste with words added at the end. Both must be long, the shorter at least half the other."""
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
+    if len(short) < min_chars or len(short) * 2 < len(long_) or not long_.startswith(short[:8]):
+        return False
+    head = long_[: len(short)]
+    if short == head:
+        return True
+    if len(short) > 400:
+        short, head = short.split(), head.split()  # type: ignore[assignment]
+    matcher = SequenceMatcher(None, short, head, autojunk=False)
+    return matcher.quick_ratio() >= threshold and matcher.ratio() >= threshold
 
 
 def _near(keys, i: int, j: int, threshold: float, pairs: dict) -> bool:
@@ -120,6 +185,40 @@ def _near(keys, i: int, j: int, threshold: float, pairs: dict) -> bool:
 def _pairs(text: str) -> frozenset[str]:
     words = text.split()
     return frozenset(zip(words, words[1:])) if len(words) > 1 else frozenset(words)
+
+
+def _reports_new_error(earlier: str, later: str, error_paste: re.Pattern[str]) -> bool:
+    """Does the later paste name something in its error lines that the earlier one never did?
+    Two pastes of one error differ around it (a fixed comma, a question added, a new
+    timestamp); a new error names another field, file or line (``employee_id`` where it said
+    ``department_id``)."""
+    seen = earlier.casefold()
+    for line in later.splitlines():
+        if not error_paste.search(line):
+            continue
+        for token in _IDENTIFIER.findall(line):
+            if _NAMING.search(token) and token.casefold() not in seen:
+                return True
+    return False
+
+
+_IDENTIFIER = re.compile(r"[\w][\w.:/@-]*[\w]")
+_NAMING = re.compile(r"(?=.*[^\W\d_])(?:.*_|.*[a-z][A-Z]|.*[^\W\d_].*\d|.*\d.*[^\W\d_])")
+"""An identifier names something: it holds a letter and an underscore, an inner capital or a
+digit (``employee_id``, ``sortSites``, ``weekly.xml:17``); plain words and bare numbers do not."""
+
+
+def _shown_text(session: Session, asked: UserTurn, until: UserTurn) -> bool:
+    """Did the turns after ``asked`` show the user any text before ``until``?"""
+    return any(isinstance(t, AssistantTurn) and t.text.strip()
+               for t in session.turns[asked.ordinal : until.ordinal - 1])
+
+
+def _turn_seconds(session: Session, asked: UserTurn, stop_ordinal: int) -> float | None:
+    stop = session.turns[stop_ordinal - 1]
+    if asked.time is None or stop.time is None:
+        return None
+    return stop.time - asked.time
 
 
 def reply_status(session: Session, asked: UserTurn, until: UserTurn) -> tuple[ReplyStatus, list[int]]:
@@ -157,15 +256,20 @@ _STATUS_WORDS = {
     "aborted": "an aborted reply",
     "ok": "a reply that did not serve them",
     "none": "no reply (it was queued while the assistant was busy)",
+    "aborted-silent": "an aborted turn that had shown them no text",
 }
 
 
-def _finding(session: Session, user: UserTurn, earlier: UserTurn, status: ReplyStatus,
-             witness: list[int], *, retry: bool) -> Finding:
+def _finding(session: Session, user: UserTurn, earlier: UserTurn, status: str,
+             witness: list[int], *, retry: bool, long_turn: bool = False) -> Finding:
     said = shorten(user.text if user.command is None else f"{user.command} {user.arguments or ''}",
                    80)
     if status in BAD:
         severity, reason = "high", f"the message it repeats got {_STATUS_WORDS[status]}"
+    elif long_turn:
+        severity = "high"
+        reason = (f"the message it repeats got {_STATUS_WORDS[status]}, after running a long "
+                  "time with nothing to show")
     else:
         severity, reason = "medium", f"the message it repeats got {_STATUS_WORDS[status]}"
     if retry:
