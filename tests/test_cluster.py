@@ -92,6 +92,26 @@ def test_cluster_batch_is_byte_identical_to_the_local_batch(inputs, cluster, loc
     _same_outputs(local_out, tmp_path / "pool")
 
 
+def test_options_reach_the_workers(inputs, cluster, local_batch, tmp_path):
+    """No redaction and archive limits act on the cluster as locally: a compressed tar, listed
+    by its worker there, stops at the same member with the same problem."""
+    from forensics.archive import Limits
+
+    paths = [inputs["folder"], inputs["tar.gz"]]
+    options = {"redact": False, "limits": Limits(members=5)}
+    local = run_batch(paths, tmp_path / "local", workers=1, progress=False, **options)
+    remote = run_batch(paths, tmp_path / "cluster", executor=cluster, progress=False, **options)
+    limited = [why for where, why in local.errors if where == str(inputs["tar.gz"])]
+    assert limited == ["more than 5 members; the rest not read (raise with --archive-limits "
+                       "members=N)"]
+    assert remote.errors == local.errors
+    _same_outputs(tmp_path / "local", tmp_path / "cluster")
+    redacted = [name for name, data in _files(local_batch[1]).items() if b"[REDACTED:" in data]
+    assert redacted  # the fixtures hold secrets, which a default batch hides...
+    assert not [name for name, data in _files(tmp_path / "cluster").items()
+                if b"[REDACTED:" in data]  # ...and the workers were told not to
+
+
 def test_the_parent_lists_compressed_tars_whole(inputs, cluster):
     """On a cluster the main process never decompresses an archive: a .tar.gz or .tar.zst is
     one unit that a worker lists and reads; zip and tar members are named by name or offset."""
