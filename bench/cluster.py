@@ -113,8 +113,9 @@ def main(argv: list[str] | None = None) -> None:
             runs.append(cluster_run(data, workers, root / f"cluster-{workers}"))
         for r in runs:
             cpu = r["parent_cpu_s"] + r.get("worker_cpu_s", 0.0)
-            extra = (f", workers {r['worker_cpu_s']:.1f} s CPU ({r['worker_cpu_s'] / units * 1e3:.0f}"
-                     f" ms/unit); empty task {r['task_s'] * 1e3:.2f} ms wall, "
+            per_unit = r.get("worker_cpu_s", 0.0) / units * 1e3
+            extra = (f", workers {r['worker_cpu_s']:.1f} s CPU ({per_unit:.0f} ms/unit); "
+                     f"empty task {r['task_s'] * 1e3:.2f} ms wall, "
                      f"{r['task_parent_cpu_s'] * 1e3:.2f} ms parent CPU"
                      if "worker_cpu_s" in r else "")
             print(f"{r['workers']!s:>10}: {r['wall_s']:.1f} s wall, {cpu:.1f} s CPU "

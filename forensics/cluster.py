@@ -5,9 +5,9 @@
 that the local pool hands to its processes; each task runs ``forensics.batch._process`` on a
 small chunk of units and sends back the same ``UnitOutcome``s, so the tables, index and case
 studies are byte-identical to a local batch's. What crosses the network: unit descriptions
-(paths, URLs, archive member names and offsets, never transcript bytes), the config (a few
-hundred bytes per task) and the compact outcome rows. Workers open their units themselves (a shared
-filesystem or fsspec URLs) and write case studies into OUT, which they must be able to reach.
+(paths, URLs, archive member names and offsets, never transcript bytes), the settings (a few
+hundred bytes per task) and the compact outcome rows. Workers open their units themselves (a
+shared filesystem or fsspec URLs) and write case studies into OUT, which they must reach.
 
 In flight at once: four chunks per worker, fed from the unit listing as tasks finish
 (``distributed.as_completed``), so millions of units never become millions of futures.
@@ -28,6 +28,7 @@ import os
 import re
 from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import CancelledError
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -222,7 +223,7 @@ class DaskExecutor:
                     retry.extend(chunk)
                 continue
             except (OSError, TimeoutError, distributed.comm.CommClosedError,
-                    _cancelled()) as exc:
+                    CancelledError) as exc:  # a cancelled future: the scheduler is gone
                 raise batch.ExecutorLost(self._gone(exc)) from None
             finally:
                 fut.release()
@@ -234,7 +235,7 @@ class DaskExecutor:
         # The client's reconnect loop would log tracebacks while it gives up: the message
         # below says it all.
         _quiet_client()
-        why = "connection lost" if isinstance(exc, _cancelled()) else \
+        why = "connection lost" if isinstance(exc, CancelledError) else \
             (str(exc).splitlines() or [type(exc).__name__])[0]
         return f"lost the Dask scheduler at {self.address} ({why})"
 
@@ -257,13 +258,6 @@ def _restore_client_logs() -> None:
     while _saved_levels:
         name, level = _saved_levels.popitem()
         logging.getLogger(name).setLevel(level)
-
-
-def _cancelled() -> type[BaseException]:
-    """What a future raises when the client lost its scheduler."""
-    from concurrent.futures import CancelledError
-
-    return CancelledError
 
 
 def _chunks(items: Iterator[batch.Item], size: int) -> Iterator[list[batch.Item]]:
