@@ -27,7 +27,10 @@ archive cannot cost gigabytes of memory (a member's bytes are only held up to th
 
 An opencode storage tree (``storage/session|message|part``, with ``opencode*.db`` beside it) is
 one unit: a worker reads the databases first and then the tree, deduplicated by session id, as
-``forensics.ingest`` does for a folder. Which files are sessions is decided by the worker from
+``forensics.ingest`` does for a folder. A Cline / Roo / Kilo task folder (its
+``api_conversation_history.json``, ``ui_messages.json`` and ``task_metadata.json``) is one unit
+too: the worker joins the files into one session when their content is a task's, and reads them
+one by one otherwise. Which files are sessions is decided by the worker from
 content (as ``forensics.ingest`` does), so a folder and an archive of it give the same units.
 """
 
@@ -45,9 +48,16 @@ from typing import BinaryIO, Literal
 
 from forensics.ingest import SESSION_SUFFIXES
 from forensics.ingest._source import regular_file
-from forensics.ingest.sniff import is_opencode_tree
+from forensics.ingest.sniff import (
+    CLINE_FILES,
+    is_cline_task,
+    is_opencode_tree,
+    superseded_gemini_document,
+)
 from forensics.remote import basename, is_url, listing, open_binary
 from forensics.remote import stat as url_stat
+
+TASK_FILE_NAMES = (*CLINE_FILES, "task_metadata.json")
 
 ZIP_SUFFIXES = (".zip",)
 TAR_SUFFIXES = (".tar",)
@@ -209,17 +219,19 @@ class Unit:
 
     label: str
     """How outputs name it: a path, or ``archive.tar.gz!member/path``."""
-    kind: Literal["file", "tree", "opencode-dir", "archive"]
+    kind: Literal["file", "tree", "opencode-dir", "task", "archive"]
     blob: Blob | None = None
     """``file``: the file."""
     files: tuple[tuple[str, Blob], ...] = ()
-    """``tree``: storage-tree files by path relative to the tree root."""
+    """``tree``: storage-tree files by path relative to the tree root; ``task``: the task
+    folder's files by name."""
     databases: tuple[Blob, ...] = ()
     """``tree``: ``opencode*.db`` files of the same data dir, read before the tree."""
     path: str = ""
     """``opencode-dir``: the data dir (or storage folder) on disk; ``tree``: the tree's label
     (``archive!data/storage``), while ``label`` names the data dir as a folder unit does;
-    ``archive``: the compressed tar whose units a worker lists and reads itself."""
+    ``task``: the task folder's label; ``archive``: the compressed tar whose units a worker
+    lists and reads itself."""
     stamp: str | None = None
     """Cheap change marker (size and mtime, zip CRC…) letting a rerun skip without reading."""
 
@@ -352,6 +364,10 @@ def _walk(root: Path, problems: list[Problem], skip: set[str],
             else:
                 keep.append(d)
         dirs[:] = keep
+        if is_cline_task(here):
+            yield _task_unit(str(here), [(n, Blob("disk", str(here / n)), _stamp(here / n))
+                                         for n in sorted(names) if n in TASK_FILE_NAMES])
+            names = [n for n in names if n not in TASK_FILE_NAMES]
         for name in sorted(names):
             f = here / name
             if name.endswith(SESSION_SUFFIXES) or is_archive(name):
@@ -361,8 +377,23 @@ def _walk(root: Path, problems: list[Problem], skip: set[str],
                     continue
             if is_archive(name):
                 yield from archive_units(f, problems, limits, defer_streams=defer_streams)
-            elif name.endswith(SESSION_SUFFIXES):
+            elif name.endswith(SESSION_SUFFIXES) and not superseded_gemini_document(f):
                 yield _disk_unit(f)
+
+
+def _stamp(f: Path) -> str | None:
+    try:
+        st = f.stat()
+    except OSError:
+        return None
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
+def _task_unit(label: str, members: list[tuple[str, Blob, str | None]]) -> Unit:
+    stamps = [s for _n, _b, s in members]
+    stamp = None if None in stamps else "|".join(stamps)  # type: ignore[arg-type]
+    return Unit(label=label, kind="task", path=label,
+                files=tuple((name, blob) for name, blob, _s in members), stamp=stamp)
 
 
 def opencode_dir_files(d: Path) -> list[Path]:
@@ -603,11 +634,17 @@ def _group(path: str | Path, entries: Iterator[tuple[str, Blob, str | None]],
     """
     label = str(path)
     held: list[tuple[str, Blob, str | None]] = []
+    tasks: dict[str, list[tuple[str, Blob, str | None]]] = {}
     for entry in entries:
-        if _maybe_tree(entry[0]):
+        parent, _, base = entry[0].rpartition("/")
+        if base in TASK_FILE_NAMES:
+            tasks.setdefault(parent, []).append((base, *entry[1:]))
+        elif _maybe_tree(entry[0]):
             held.append(entry)
         else:
             yield from _single(label, *entry, problems, sep=sep)
+    for parent, members in sorted(tasks.items()):
+        yield _task_unit(f"{label}{sep}{parent}" if parent else label, sorted(members))
     roots = _tree_roots(name for name, _b, _s in held)
     trees: dict[str, list[tuple[str, Blob, str | None]]] = {r: [] for r in roots}
     dbs: dict[str, list[tuple[str, Blob, str | None]]] = {r: [] for r in roots}

@@ -58,6 +58,7 @@ from forensics.frame import (
     incident_rows,
     session_row,
 )
+from forensics.inputs import SessionFilter
 
 STATE_FILE = "state.json"
 CHECKPOINT_EVERY = 500
@@ -145,6 +146,8 @@ def read_unit(unit: Unit, *, known_hash: str | None = None) -> UnitRead:
                                 and sniff_bytes(data[:HEAD_BYTES]) is None):
             return UnitRead(None, digest, ignored=True)
         return UnitRead(ingest.read_bytes(data, source=unit.label), digest)
+    if unit.kind == "task":
+        return _read_task(unit, known_hash)
     if unit.kind == "opencode-dir":
         root = Path(unit.path)
         digest = _digest(str(p.relative_to(root.parent)).encode() + b"\0" + p.read_bytes()
@@ -183,6 +186,43 @@ def read_unit(unit: Unit, *, known_hash: str | None = None) -> UnitRead:
     return UnitRead(sessions, digest, errors)
 
 
+def _read_task(unit: Unit, known_hash: str | None) -> UnitRead:
+    """A Cline-family task folder: one session when a file has a task's content, else the
+    files read one by one (a ``ui_messages.json`` of some other tool)."""
+    from forensics import ingest
+    from forensics.ingest import cline
+    from forensics.ingest.sniff import HEAD_BYTES, sniff_bytes
+
+    contents: dict[str, bytes] = {}
+    for name, blob in unit.files:
+        try:
+            contents[name] = blob.read()
+        except OSError as exc:
+            raise IngestError(f"{unit.label}/{name}", exc.strerror or str(exc)) from None
+        except Exception as exc:  # zip CRC errors, truncated tar members
+            raise IngestError(f"{unit.label}/{name}",
+                              f"cannot read archive member: {exc}") from None
+    digest = _digest([name.encode() + b"\0" + data for name, data in contents.items()])
+    if digest == known_hash:
+        return UnitRead(None, digest)
+    if any(sniff_bytes(data[:HEAD_BYTES]) == "cline" for name, data in contents.items()
+           if name != "task_metadata.json"):
+        label = unit.path or unit.label
+        return UnitRead(ingest.isolated(label, lambda: cline.read_task_files(contents, label)),
+                        digest)
+    sessions, errors = [], []
+    for name, data in contents.items():
+        if not data.strip() or sniff_bytes(data[:HEAD_BYTES]) is None:
+            continue
+        try:
+            sessions.extend(ingest.read_bytes(data, source=f"{unit.label}/{name}"))
+        except IngestError as exc:
+            errors.append(exc)
+    if not sessions and errors:
+        raise errors[0]
+    return UnitRead(sessions or None, digest, errors, ignored=not sessions and not errors)
+
+
 class _Inline:
     def __init__(self, data: bytes) -> None:
         self.data = data
@@ -201,8 +241,9 @@ def _init_worker(config: Config, cases_dir: str | None,
     """Once per process: resolve the rules (imports every rule module) and keep the config.
 
     ``options``: ``redact`` (default True), ``case_sessions`` (how many sessions this worker
-    may write case studies for) and ``limits`` (archive limits, for a cluster worker that lists
-    a compressed tar itself)."""
+    may write case studies for), ``keep`` (which sessions to keep: ``--since``,
+    ``--agent``…) and ``limits`` (archive limits, for a cluster worker that lists a compressed
+    tar itself)."""
     from forensics.archive import _zip
 
     _zip.cache_clear()  # a forked worker must not share the parent's open zip file offsets
@@ -216,6 +257,7 @@ def _init_worker(config: Config, cases_dir: str | None,
 
         use_extra_files(config.secret_patterns)
     _worker["cases_left"] = options.get("case_sessions", MAX_CASE_SESSIONS)
+    _worker["keep"] = options.get("keep")
 
 
 def _die_with_parent() -> None:
@@ -262,8 +304,10 @@ def _process(unit: Unit, known_hash: str | None) -> UnitOutcome:
     for exc in read.errors:
         out.errors.append(_error_row(unit.label, exc.path, exc.reason, kind="unreadable",
                                      line=exc.line))
-    config, rules = _worker["config"], _worker["rules"]
+    config, rules, keep = _worker["config"], _worker["rules"], _worker.get("keep")
     for session in read.sessions:
+        if keep is not None and not keep.keeps(session):
+            continue
         result = scan_session(session, config, rules)
         cases = _write_cases(result, _worker.get("cases_dir"), unit.label)
         out.sessions.append(session_row(result, origin=unit.label))
@@ -309,8 +353,10 @@ class Progress:
     """One stderr line: sources done/total, sessions, incidents, rate, ETA. Redrawn at most
     ten times a second; silent when disabled."""
 
-    def __init__(self, enabled: bool, stream=None) -> None:
+    def __init__(self, enabled: bool, stream=None, *, sources: bool = True) -> None:
         self.enabled = enabled
+        self.sources = sources
+        """False: a run over sessions one at a time (``scan``), whose line counts only them."""
         self.stream = stream or sys.stderr
         self.start = time.monotonic()
         self.last = 0.0
@@ -330,8 +376,8 @@ class Progress:
         eta = ""
         if total and done and not final:
             eta = f" · ETA {_clock((total - done) * elapsed / done)}"
-        line = (f"{done}{of} sources · {sessions} sessions · {incidents} incidents · "
-                f"{rate:.1f} sessions/s{eta}")
+        line = (f"{done}{of} sources · " if self.sources else "") + (
+            f"{sessions} sessions · {incidents} incidents · {rate:.1f} sessions/s{eta}")
         pad = " " * max(self.width - len(line), 0)
         self.width = len(line)
         self.stream.write(f"\r{line}{pad}" + ("\n" if final else ""))
@@ -422,9 +468,11 @@ def collect(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = No
             checkpoint: Callable[[Collected], None] | None = None,
             checkpoint_every: int = CHECKPOINT_EVERY,
             limits: Limits = DEFAULT_LIMITS,
+            keep: SessionFilter | None = None,
             executor: Executor | None = None) -> Collected:
     """Read and scan every unit under ``paths``; nothing is written but what ``checkpoint``
-    writes, called with the rows so far every ``checkpoint_every`` units.
+    writes, called with the rows so far every ``checkpoint_every`` units. ``keep`` says which
+    sessions to keep (``--since``, ``--agent``…).
 
     ``executor`` says where units run (default: a local pool of ``workers`` processes).
 
@@ -436,7 +484,7 @@ def collect(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = No
     executor = executor or LocalPool(workers or default_workers())
     workers = executor.workers
     options = {"redact": redact, "case_sessions": -(-max_case_sessions // workers),
-               "limits": limits}
+               "keep": keep, "limits": limits}
     out = Collected(workers=workers)
     bar = Progress(progress)
     start = time.monotonic()
@@ -669,6 +717,9 @@ class BatchSummary:
     """``(code, severity)`` of every incident, for the CLI's exit decision."""
     read_issues: int = 0
     """Unreadable records inside sessions that were read (``sessions.read_issues`` summed)."""
+    changes: list[dict[str, Any]] | None = None
+    """Per rule, new / still there / resolved since the previous run of the same OUT (None on a
+    first run)."""
 
     @property
     def rate(self) -> float:
@@ -689,9 +740,10 @@ class BatchSummary:
         return "\n".join(lines)
 
 
-def _config_key(config: Config, redact: bool = True) -> str:
+def _config_key(config: Config, redact: bool = True, keep: SessionFilter | None = None) -> str:
     """What the stored rows depend on besides the sources: the forensics version, the rule files'
-    contents, the effective config and redaction. A change of any rescans everything."""
+    contents, the effective config, redaction and the session filter. A change of any rescans
+    everything."""
     from forensics import __version__
     from forensics.report.redact import patterns_digest
 
@@ -703,7 +755,8 @@ def _config_key(config: Config, redact: bool = True) -> str:
             text = b""
         rules.append((s.code, _digest([text]), sorted(config.params_for(s).items(), key=str)))
     secrets = patterns_digest() if redact else ""
-    return _digest([orjson.dumps([SCHEMA_VERSION, __version__, secrets, repr(rules)])])
+    return _digest([orjson.dumps([SCHEMA_VERSION, __version__, secrets, repr(rules),
+                                  repr(keep)])])
 
 
 def _load_state(out: Path, key: str) -> dict[str, dict[str, str]]:
@@ -737,12 +790,48 @@ def _previous_rows(out: Path, origins: set[str]) -> dict[str, list[dict[str, Any
     return rows
 
 
+def _previous_fingerprints(out: Path) -> dict[str, tuple[str, str]] | None:
+    """Fingerprint -> (code, rule) of the incidents the last run wrote to OUT; None when OUT
+    holds no previous run."""
+    path = out / "incidents.ndjson"
+    if not path.is_file():
+        return None
+    found: dict[str, tuple[str, str]] = {}
+    try:
+        for line in path.read_bytes().splitlines():
+            if line.strip():
+                row = orjson.loads(line)
+                found[row["fingerprint"]] = (row["code"], row["rule"])
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+    return found
+
+
+def compare_runs(before: dict[str, tuple[str, str]],
+                 incidents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per rule: incidents new since the previous run of this folder, still there, resolved."""
+    now = {r["fingerprint"]: (r["code"], r["rule"]) for r in incidents}
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def row(key: tuple[str, str]) -> dict[str, Any]:
+        return rows.setdefault(key, {"code": key[0], "rule": key[1], "new": 0, "still": 0,
+                                     "resolved": 0})
+
+    for fp, key in now.items():
+        row(key)["still" if fp in before else "new"] += 1
+    for fp, key in before.items():
+        if fp not in now:
+            row(key)["resolved"] += 1
+    return [rows[k] for k in sorted(rows)]
+
+
 def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], *,
               workers: int | None = None, full: bool = False, config: Config | None = None,
               progress: bool = True, redact: bool = True,
               max_case_sessions: int = MAX_CASE_SESSIONS,
               checkpoint_every: int | None = None,
-              limits: Limits = DEFAULT_LIMITS, executor: Executor | None = None,
+              limits: Limits = DEFAULT_LIMITS,
+              keep: SessionFilter | None = None, executor: Executor | None = None,
               partitioned: bool = False) -> BatchSummary:
     """Scan every session under ``paths`` and write the tables and index page to ``out``.
 
@@ -773,6 +862,8 @@ def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
     limits
         Per-archive caps on member size, expanded size and member count
         (``forensics.archive.Limits``).
+    keep
+        Only the sessions this filter keeps (``forensics.inputs.SessionFilter``).
     executor
         Where units run instead of a local pool of ``workers`` (``forensics.cluster``).
     partitioned
@@ -787,10 +878,11 @@ def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     config = config or Config()
-    key = _config_key(config, redact)
+    key = _config_key(config, redact, keep if keep is not None and keep.active else None)
     known = {} if full else _load_state(out, key)
     # Every stored row is read now, before a checkpoint rewrites the tables it lives in.
     previous = _previous_rows(out, set(known)) if known else None
+    before = _previous_fingerprints(out)  # what the last run found, for new/still/resolved
     every = checkpoint_every or int(os.environ.get("FORENSICS_CHECKPOINT_EVERY")
                                     or CHECKPOINT_EVERY)
     cases_dir = str(out / "cases") if _reporter_available() else None
@@ -803,9 +895,10 @@ def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
                                                or os.environ.get("FORENSICS_PROGRESS") == "1"),
                         known=known, cases_dir=cases_dir, exclude=[out], redact=redact,
                         max_case_sessions=max_case_sessions, checkpoint=checkpoint,
-                        checkpoint_every=every, limits=limits, executor=executor)
+                        checkpoint_every=every, limits=limits, keep=keep,
+                        executor=executor)
     summary = write_outputs(collected, out, key=key, rescanned_all=full or not known,
-                            previous=previous, partitioned=partitioned)
+                            previous=previous, before=before, partitioned=partitioned)
     if collected.lost:
         raise BatchLost(collected.lost, summary)
     return summary
@@ -879,11 +972,13 @@ def _write_tables(collected: Collected, out: Path, *, key: str,
 
 def write_outputs(collected: Collected, out: Path, *, key: str, rescanned_all: bool,
                   previous: dict[str, list[dict[str, Any]]] | None = None,
+                  before: dict[str, tuple[str, str]] | None = None,
                   partitioned: bool = False) -> BatchSummary:
     """Write the tables, the state and the index page for ``collected`` into ``out``
     (``partitioned``: the agent/month datasets too).
 
-    ``previous``: the rows of the last run, when read before checkpoints rewrote OUT."""
+    ``previous``: the rows of the last run, when read before checkpoints rewrote OUT;
+    ``before``: the fingerprints the last run found (None on a first run)."""
     from forensics.index import write_index
 
     tables, incidents, sessions, errors, skipped = _write_tables(collected, out, key=key,
@@ -912,6 +1007,8 @@ def write_outputs(collected: Collected, out: Path, *, key: str, rescanned_all: b
     )
     for r in incidents:
         summary.by_rule[r["code"]] = summary.by_rule.get(r["code"], 0) + 1
+    if before is not None:
+        summary.changes = compare_runs(before, incidents)
     write_index(tables, summary, out)
     return summary
 

@@ -36,7 +36,9 @@ def write_cases(result: Any, cases_dir: Path, *, origin: str = "",
         return {}
     folder = cases_dir / hashlib.blake2b(origin.encode(), digest_size=6).hexdigest()
     try:
-        written = [Path(p) for p in report.write_reports([result], folder, redact=redact)]
+        # a case page links back to OUT/index.html: from OUT/cases/<hash>/<session>/
+        written = [Path(p) for p in report.write_reports([result], folder, redact=redact,
+                                                         index_href="../../../index.{ext}")]
     except Exception:
         return {}
     return _links(result.incidents, written, cases_dir.parent)

@@ -7,6 +7,9 @@ command calls:
 * 1: incidents found (at or above ``--fail-on``; harness events never count)
 * 2: nothing could be read, a bad option or config (``--strict``: also any read problem or
   crashing rule, which otherwise are only reported)
+
+Inputs are named the same way in every command (``forensics.inputs``); what ``scan`` prints is
+``forensics.output``'s.
 """
 
 from __future__ import annotations
@@ -18,36 +21,43 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
-import typer
-
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from forensics.errors import ForensicsError, IngestError, reading
+import typer
+import typer.core
+
+from forensics.errors import ForensicsError, reading
+from forensics.output import Format as ScanFormat
 
 EXIT_CLEAN = 0
 EXIT_FINDINGS = 1
 EXIT_ERROR = 2
 
+
+def _version(value: bool) -> None:
+    if value:
+        from forensics import __version__
+
+        typer.echo(f"forensics {__version__}")
+        raise typer.Exit(EXIT_CLEAN)
+
+
 app = typer.Typer(
     name="forensics",
     help="Find what went wrong in AI coding-agent sessions (opencode, Claude Code, Codex).",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # help text is plain: [tool.forensics] must not read as markup
 )
 
 
-class TurnsFormat(str, Enum):
-    text = "text"
-    json = "json"
-
-
-InputFormat = Annotated[
-    Optional[str],
-    typer.Option("--input-format", help="Skip sniffing: opencode-export, opencode-run, "
-                 "opencode-storage, opencode-sqlite, claude-code, codex."),
-]
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Find what went wrong in AI coding-agent sessions (opencode, Claude Code, Codex)."""
 
 
 class FailOn(str, Enum):
@@ -68,7 +78,7 @@ _RANK = {"low": 0, "medium": 1, "high": 2}
 
 
 def exit_code(findings: Iterable[tuple[str, str]], *, problems: int = 0, read_any: bool = True,
-              strict: bool = False, fail_on: str = "low",
+              strict: bool = False, fail_on: str = "low", exit_zero: bool = False,
               specs: Mapping[str, Any] | None = None) -> int:
     """The one exit decision of every command.
 
@@ -76,7 +86,7 @@ def exit_code(findings: Iterable[tuple[str, str]], *, problems: int = 0, read_an
     and crashed rules; ``read_any`` is False when no session could be read at all. Only findings
     at or above ``fail_on`` whose rule is not a harness event (``kind = "harness"`` in its rule
     file: interruptions, provider errors, compactions) make 1; problems never change 0/1 unless
-    ``strict``.
+    ``strict``. ``exit_zero`` (``--exit-zero``) turns 1 into 0, never an error into 0.
     """
     if not read_any or (strict and problems):
         return EXIT_ERROR
@@ -90,7 +100,7 @@ def exit_code(findings: Iterable[tuple[str, str]], *, problems: int = 0, read_an
         if getattr(spec, "kind", "rule") == "harness":
             continue
         if _RANK.get(severity, 0) >= floor:
-            return EXIT_FINDINGS
+            return EXIT_CLEAN if exit_zero else EXIT_FINDINGS
     return EXIT_CLEAN
 
 
@@ -101,33 +111,6 @@ def _findings(results) -> list[tuple[str, str]]:
 def _problems(results, read_errors) -> int:
     """What was not read or not checked: unreadable sources and records, crashed rules."""
     return len(read_errors) + sum(len(r.crashes) + len(r.session.issues) for r in results)
-
-
-def fail(message: str) -> "typer.Exit":
-    typer.echo(f"forensics: {message}", err=True)
-    return typer.Exit(EXIT_ERROR)
-
-
-def load_sessions(path: Path, input_format: str | None, *, quiet_empty: bool = False,
-                  clean=None):
-    """Sessions of PATH; a source that cannot be read (or crashes its reader) is printed and
-    skipped, whether PATH is that file or a folder holding it."""
-    from forensics.ingest import iter_sessions
-
-    errors: list = []
-    sessions: list = []
-    try:
-        for session in iter_sessions(path, format=input_format, errors=errors):
-            sessions.append(session)
-    except IngestError as exc:
-        errors.append(exc)
-    except ForensicsError as exc:
-        raise fail(str(exc))
-    for err in errors:
-        typer.echo(f"forensics: {clean(str(err)) if clean else err}", err=True)
-    if not sessions and not quiet_empty:
-        raise typer.Exit(EXIT_ERROR) if errors else fail(f"{path}: no agent sessions found")
-    return sessions, errors
 
 
 def redactor(redact: bool):
@@ -148,17 +131,6 @@ def _redacted(value: Any, clean) -> Any:
     if isinstance(value, dict):
         return {k: _redacted(v, clean) for k, v in value.items()}
     return value
-
-
-def scan_all(sessions, cfg, rules) -> list:
-    """Scan each session, tagging a bug with the session's file for the internal-error line."""
-    from forensics.engine import scan_session
-
-    out = []
-    for s in sessions:
-        with reading(s.source):
-            out.append(scan_session(s, cfg, rules))
-    return out
 
 
 def render_report(results, fmt: str, redact: bool) -> str:
@@ -184,11 +156,195 @@ def render_report(results, fmt: str, redact: bool) -> str:
         return report.render_sessions(kept, fmt=fmt, redact=redact)
 
 
+class TurnsFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+PATHS_HELP = ("Session files, folders, agent data dirs, archives (.zip, .tar, .tar.gz, .tar.zst) "
+              "or - for standard input; several of each. None: every agent's default location.")
+Paths = Annotated[Optional[list[str]], typer.Argument(metavar="PATH", help=PATHS_HELP,
+                                                      show_default=False)]
+
+
+def _argument_type(self, ctx):
+    """Help shows an argument's metavar alone, not typer's ``<list[str]>`` beside it."""
+    return None if self.metavar else _typer_argument_type(self, ctx)
+
+
+def _argument_usage(self) -> str:
+    """Usage names a required argument ``NAME`` (POSIX style), not typer's ``{NAME}``."""
+    name = self.display_name_raw if self.required else f"[{self.display_name_raw}]"
+    return name + ("..." if self.nargs != 1 else "")
+
+
+_typer_argument_type = typer.core.TyperArgument.display_type_rich
+typer.core.TyperArgument.display_type_rich = _argument_type
+typer.core.TyperArgument._usage_display_name = _argument_usage
+
+InputFormat = Annotated[
+    Optional[str],
+    typer.Option("--input-format", metavar="FORMAT",
+                 help="Skip sniffing: opencode-export, opencode-run, opencode-storage, "
+                      "opencode-sqlite, claude-code, codex, gemini-cli, qwen-code, cline (a "
+                      "task folder or one of its JSON files), pi, copilot-cli."),
+]
+Select = Annotated[Optional[list[str]], typer.Option(
+    "--select", metavar="RULE", help="Only these rules (code, code prefix or slug); repeatable.")]
+Ignore = Annotated[Optional[list[str]], typer.Option(
+    "--ignore", metavar="RULE", help="Skip these rules (code, code prefix or slug); repeatable.")]
+ConfigPath = Annotated[Optional[Path], typer.Option(
+    "--config", metavar="FILE", help="forensics.toml, or pyproject.toml with [tool.forensics] "
+    "(default: the nearest one in this folder or above).")]
+Since = Annotated[Optional[str], typer.Option(
+    "--since", metavar="WHEN", help="Only sessions active since then: 2026-11-30, 20261130, "
+    "an ISO date-time, or 7d / 12h / 2w ago.")]
+Until = Annotated[Optional[str], typer.Option(
+    "--until", metavar="WHEN", help="Only sessions started before then (a date: its end).")]
+Project = Annotated[Optional[list[str]], typer.Option(
+    "--project", metavar="TEXT", help="Only sessions whose project folder contains TEXT; "
+    "repeatable.")]
+Agent = Annotated[Optional[list[str]], typer.Option(
+    "--agent", metavar="AGENT", help="Only sessions of this agent (opencode, claude-code, "
+    "codex); repeatable.")]
+Verbose = Annotated[bool, typer.Option("--verbose", "-v",
+                                       help="Also list clean sessions and every read issue.")]
+
+
+def fail(message: str) -> "typer.Exit":
+    typer.echo(f"forensics: {message}", err=True)
+    return typer.Exit(EXIT_ERROR)
+
+
+def warn(message: str) -> None:
+    typer.echo(f"forensics: {message}", err=True)
+
+
+def build_config(config: Path | None, select: list[str] | None, ignore: list[str] | None):
+    """The effective config: file (given or discovered), then command-line selection."""
+    from forensics.config import load_config
+
+    try:
+        cfg = load_config(config)
+        if select:
+            cfg.select = list(select)
+        if ignore:
+            cfg.ignore = cfg.ignore + list(ignore)
+        cfg.rules()  # validates names
+    except ForensicsError as exc:
+        raise fail(str(exc))
+    return cfg
+
+
+def build_filter(since, until, project, agent):
+    from forensics.inputs import SessionFilter
+
+    try:
+        return SessionFilter.parse(since, until, project, agent)
+    except ForensicsError as exc:
+        raise fail(str(exc))
+
+
+def resolve_paths(paths: list[str] | None) -> list[str]:
+    """The names given, or every default location found (saying what was found where)."""
+    from forensics.inputs import inputs_or_defaults
+
+    try:
+        names, said = inputs_or_defaults(paths or [])
+    except ForensicsError as exc:
+        raise fail(str(exc))
+    for line in said:
+        warn(line)
+    return names
+
+
+def load_sessions(paths: list[str] | None, input_format: str | None, keep=None):
+    """Sessions of every input; unreadable inputs are printed on stderr and skipped, and
+    nothing readable at all is an error (exit 2)."""
+    from forensics.inputs import read_inputs
+
+    errors: list = []
+    sessions = [s for s in read_inputs(resolve_paths(paths), format=input_format, errors=errors)
+                if keep is None or keep.keeps(s)]
+    _after_reading(len(sessions), errors, keep)
+    return sessions, errors
+
+
+def _after_reading(count: int, errors: list, keep) -> None:
+    for err in errors:
+        warn(str(err))
+    if count:
+        return
+    if errors:  # each unreadable input has had its line
+        raise typer.Exit(EXIT_ERROR)
+    if keep is not None and keep.active:  # read fine, none wanted: not an error
+        warn("no session matches --since/--until/--project/--agent")
+        return
+    raise fail("no agent sessions could be read")
+
+
+PROGRESS_DELAY = 1.0
+"""Seconds a run lasts before it draws a progress line (short runs stay quiet)."""
+
+
+def read_and_scan(paths: list[str] | None, input_format: str | None, keep, cfg, *,
+                  progress: bool = True):
+    """Every session of the inputs, scanned as it is read, with a progress line on stderr
+    (a terminal, or ``FORENSICS_PROGRESS=1``) once the run lasts; ``(results, read errors)``."""
+    from forensics.batch import Progress
+    from forensics.engine import scan_session
+    from forensics.inputs import read_inputs
+
+    names = resolve_paths(paths)
+    rules = cfg.rules()
+    forced = os.environ.get("FORENSICS_PROGRESS") == "1"
+    bar = Progress(progress and (forced or sys.stderr.isatty()), sources=False)
+    if not forced:
+        bar.last = bar.start + PROGRESS_DELAY - 0.1  # first line after PROGRESS_DELAY
+    errors: list = []
+    results, found = [], 0
+    for s in read_inputs(names, format=input_format, errors=errors):
+        if keep is not None and not keep.keeps(s):
+            continue
+        with reading(s.source):  # a bug names the file it happened on
+            results.append(scan_session(s, cfg, rules))
+        found += len(results[-1].incidents)
+        bar.update(len(results), None, len(results), found)
+    if bar.width:  # something was drawn: end its line before anything else is printed
+        bar.update(len(results), None, len(results), found, final=True)
+    _after_reading(len(results), errors, keep)
+    return results, errors
+
+
+def use_color(output: Path | None) -> bool:
+    """Colour on a terminal only: never into a file, a pipe, or with NO_COLOR set."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return output is None and sys.stdout.isatty()
+
+
+def report_read_issues(results, verbose: bool) -> None:
+    """Records a reader could not use, on stderr (the findings stay clean on stdout)."""
+    for r in results:
+        issues = r.session.issues
+        shown = issues if verbose else issues[:5]
+        for issue in shown:
+            warn(f"{issue}")
+        if len(issues) > len(shown):
+            warn(f"{r.session.source}: {len(issues) - len(shown)} more unreadable records "
+                 "(-v lists them)")
+        for crash in r.crashes:
+            warn(str(crash))
+
+
 @app.command()
 def turns(
-    path: Annotated[Path, typer.Argument(help="Session file, folder or opencode data dir.")],
+    paths: Paths = None,
     format: Annotated[TurnsFormat, typer.Option("--format", "-f")] = TurnsFormat.text,
     input_format: InputFormat = None,
+    since: Since = None, until: Until = None, project: Project = None, agent: Agent = None,
     strict: Strict = False,
     redact: Redact = True,
 ) -> None:
@@ -196,7 +352,8 @@ def turns(
     from forensics.timeline import summarize
 
     clean = redactor(redact)
-    sessions, errors = load_sessions(path, input_format, clean=clean)
+    keep = build_filter(since, until, project, agent)
+    sessions, errors = load_sessions(paths, input_format, keep)
     if format is TurnsFormat.json:
         import orjson
 
@@ -221,170 +378,111 @@ def turns(
     raise typer.Exit(exit_code([], problems=problems, strict=strict))
 
 
-class ScanFormat(str, Enum):
-    text = "text"
-    json = "json"
-    markdown = "markdown"
-    html = "html"
-
-
-SCHEMA_VERSION = 1
-"""Version of the ``scan --format json`` document; bumped only on breaking changes."""
-
-Select = Annotated[Optional[list[str]], typer.Option(
-    "--select", help="Only these rules (code, code prefix or slug); repeatable.")]
-Ignore = Annotated[Optional[list[str]], typer.Option(
-    "--ignore", help="Skip these rules (code, code prefix or slug); repeatable.")]
-ConfigPath = Annotated[Optional[Path], typer.Option(
-    "--config", help="forensics.toml or pyproject.toml with [tool.forensics].")]
-
-
-def build_config(config: Path | None, select: list[str] | None, ignore: list[str] | None):
-    """The effective config: file (given or discovered), then command-line selection."""
-    from forensics.config import load_config
-
-    try:
-        cfg = load_config(config)
-        if select:
-            cfg.select = list(select)
-        if ignore:
-            cfg.ignore = cfg.ignore + list(ignore)
-        cfg.rules()  # validates names
-    except ForensicsError as exc:
-        raise fail(str(exc))
-    return cfg
-
-
 @app.command()
 def scan(
-    paths: Annotated[list[Path], typer.Argument(help="Session files, folders or data dirs.")],
-    format: Annotated[ScanFormat, typer.Option("--format", "-f")] = ScanFormat.text,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o",
+    paths: Paths = None,
+    format: Annotated[ScanFormat, typer.Option(
+        "--format", "-f", help="text (terminal), json, jsonl (one finding a line), sarif "
+        "(2.1.0), github (workflow annotations), markdown or html (case studies).")
+    ] = ScanFormat.text,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE",
                       help="Write to this file instead of standard output.")] = None,
+    statistics: Annotated[bool, typer.Option(
+        "--statistics", help="Counts per rule instead of the findings.")] = False,
+    baseline: Annotated[Optional[Path], typer.Option(
+        "--baseline", metavar="FILE", help="Show only findings not in this baseline "
+        "(written by `forensics baseline`).")] = None,
+    exit_zero: Annotated[bool, typer.Option(
+        "--exit-zero", help="Exit 0 even when incidents are found (errors still exit 2).")
+    ] = False,
     select: Select = None,
     ignore: Ignore = None,
     config: ConfigPath = None,
     input_format: InputFormat = None,
+    since: Since = None, until: Until = None, project: Project = None, agent: Agent = None,
+    verbose: Verbose = False,
     strict: Strict = False,
     fail_on: FailOnOption = FailOn.low,
     redact: Redact = True,
 ) -> None:
     """Find incidents in sessions: empty replies, duplicate launches, ignored errors, re-sends."""
+    from forensics.output import Rendering, render
+
     cfg = build_config(config, select, ignore)
-    clean = redactor(redact)
-    results, read_errors = [], []
-    for path in paths:
-        sessions, errors = load_sessions(path, input_format, quiet_empty=True, clean=clean)
-        read_errors.extend(errors)
-        results.extend(scan_all(sessions, cfg, cfg.rules()))
-    if not results:
-        raise fail(f"{paths[0]}: no agent sessions found" if len(paths) == 1 and not read_errors
-                   else "no agent sessions could be read")
-    if format is ScanFormat.json:
-        text = render_json(results, read_errors, clean)
-    elif format is ScanFormat.text:
-        text = render_text(results, read_errors, clean)
-    else:
+    keep = build_filter(since, until, project, agent)
+    known = None
+    if baseline is not None:
+        from forensics.baseline import load_baseline
+
+        try:
+            known = load_baseline(baseline)
+        except ForensicsError as exc:
+            raise fail(str(exc))
+    results, read_errors = read_and_scan(paths, input_format, keep, cfg)
+    hidden = 0
+    if known is not None:
+        from forensics.baseline import only_new
+
+        results, hidden = only_new(results, known)
+    report_read_issues(results, verbose)
+    opts = Rendering(errors=read_errors, redact=redact, color=use_color(output) and
+                     format is ScanFormat.text, verbose=verbose, statistics=statistics,
+                     hidden=hidden,
+                     baseline={"file": str(baseline), "hidden": hidden} if known is not None
+                     else None)
+    if format in (ScanFormat.markdown, ScanFormat.html):
         text = render_report(results, format.value, redact)
+    else:
+        text = render(format, results, opts)
     if output:
-        output.write_text(text, encoding="utf-8")
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise fail(f"{output}: {exc.strerror or exc}")
     else:
         sys.stdout.write(text)
     raise typer.Exit(exit_code(_findings(results), problems=_problems(results, read_errors),
-                               strict=strict, fail_on=fail_on))
+                               strict=strict, fail_on=fail_on, exit_zero=exit_zero))
 
 
-def render_json(results, read_errors, clean=None) -> str:
-    """The ``scan --format json`` contract that CI scripts rely on (see README); every string
-    that may quote a transcript goes through ``clean`` (redaction)."""
-    import orjson
+@app.command("baseline")
+def baseline_command(
+    paths: Paths = None,
+    output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE",
+                      help="Where to write the baseline.")] = Path("forensics-baseline.json"),
+    select: Select = None,
+    ignore: Ignore = None,
+    config: ConfigPath = None,
+    input_format: InputFormat = None,
+    since: Since = None, until: Until = None, project: Project = None, agent: Agent = None,
+) -> None:
+    """Record today's findings so that `scan --baseline FILE` shows only new ones."""
+    from forensics.baseline import write_baseline
 
-    clean = clean or redactor(True)
-
-    doc = {
-        "schema_version": SCHEMA_VERSION,
-        "sessions": [
-            {
-                "id": r.session.id,
-                "source": r.session.source,
-                "agent": r.session.agent,
-                "format": r.session.format,
-                "parent_id": r.session.parent_id,
-                "turns": len(r.session.turns),
-                "issues": [str(i) for i in r.session.issues],
-                "notes": r.session.notes,
-                "rule_errors": [str(c) for c in r.crashes],
-            }
-            for r in results
-        ],
-        "findings": [
-            {
-                "rule": i.rule,
-                "code": i.code,
-                "severity": i.severity,
-                "severity_reason": i.severity_reason,
-                "session_id": i.session_id,
-                "source": i.source,
-                "turn": i.turn,
-                "anchor": i.anchor,
-                "evidence": i.evidence,
-                "message": i.message,
-                "fingerprint": i.fingerprint,
-            }
-            for r in results
-            for i in r.incidents
-        ],
-        "errors": [str(e) for e in read_errors],
-    }
-    return orjson.dumps(_redacted(doc, clean), option=orjson.OPT_INDENT_2).decode() + "\n"
-
-
-def render_text(results, read_errors, clean=None) -> str:
-    clean = clean or redactor(True)
-    lines: list[str] = []
-    total = 0
-    for r in results:
-        s = r.session
-        head = f"{s.source}  session {s.id} ({s.agent}, {len(s.turns)} turns)"
-        if s.parent_id:
-            head += f", subagent of {s.parent_id}"
-        lines.append(head)
-        if not r.incidents:
-            lines.append("  no incidents")
-        for i in r.incidents:
-            total += 1
-            lines.append(f"  {i.severity.upper():<6} {i.code} {i.rule:<20} turn {i.turn:<5} "
-                         f"{i.anchor}")
-            lines.append(f"         {i.message}")
-            if i.evidence:
-                lines.append(f"         evidence: {', '.join(i.evidence[:6])}"
-                             + (" …" if len(i.evidence) > 6 else ""))
-            lines.append(f"         severity: {i.severity_reason}")
-        for issue in s.issues[:20]:
-            lines.append(f"  read issue: {issue}")
-        if len(s.issues) > 20:
-            lines.append(f"  … {len(s.issues) - 20} more read issues")
-        for crash in r.crashes:
-            lines.append(f"  rule error: {crash}")
-        lines.append("")
-    for err in read_errors:
-        lines.append(f"unreadable: {err}")
-    sessions = len(results)
-    lines.append(f"{total} incident{'s' * (total != 1)} in {sessions} "
-                 f"session{'s' * (sessions != 1)}" + (f", {len(read_errors)} unreadable"
-                                                     if read_errors else ""))
-    return clean("\n".join(lines)) + "\n"
+    cfg = build_config(config, select, ignore)
+    keep = build_filter(since, until, project, agent)
+    results, _ = read_and_scan(paths, input_format, keep, cfg)
+    try:
+        n = write_baseline(results, output)
+    except OSError as exc:
+        raise fail(f"{output}: {exc.strerror or exc}")
+    typer.echo(f"recorded {n} finding{'s' * (n != 1)} of {len(results)} "
+               f"session{'s' * (len(results) != 1)} in {output}")
 
 
 @app.command("report")
 def report_command(
-    path: Annotated[Path, typer.Argument(help="Session file, folder or opencode data dir.")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write the reports to.")],
+    paths: Paths = None,
+    output: Annotated[Path, typer.Option("--output", "-o", metavar="DIR",
+                                         help="Folder to write the reports to.")] = ...,
     redact: Redact = True,
     select: Select = None,
     ignore: Ignore = None,
     config: ConfigPath = None,
     input_format: InputFormat = None,
+    since: Since = None, until: Until = None, project: Project = None, agent: Agent = None,
+    exit_zero: Annotated[bool, typer.Option(
+        "--exit-zero", help="Exit 0 even when incidents are found.")] = False,
     strict: Strict = False,
     fail_on: FailOnOption = FailOn.low,
 ) -> None:
@@ -392,8 +490,8 @@ def report_command(
     from forensics.report import write_reports
 
     cfg = build_config(config, select, ignore)
-    sessions, read_errors = load_sessions(path, input_format, clean=redactor(redact))
-    results = scan_all(sessions, cfg, cfg.rules())
+    keep = build_filter(since, until, project, agent)
+    results, read_errors = read_and_scan(paths, input_format, keep, cfg)
     try:
         written = write_reports(results, output, redact=redact)
     except OSError as exc:
@@ -409,14 +507,65 @@ def report_command(
                f"session{'s' * (len(results) != 1)})")
     for r in results:
         for crash in r.crashes:
-            typer.echo(f"forensics: {crash}", err=True)
+            warn(str(crash))
     raise typer.Exit(exit_code(_findings(results), problems=_problems(results, read_errors),
-                               strict=strict, fail_on=fail_on))
+                               strict=strict, fail_on=fail_on, exit_zero=exit_zero))
+
+
+@app.command()
+def hook(
+    agent: Annotated[str, typer.Argument(metavar="AGENT", help="claude-code (hook input on "
+                                         "standard input), codex (notify JSON) or opencode.")],
+    payload: Annotated[Optional[str], typer.Argument(
+        metavar="PAYLOAD", help="codex: the JSON notify appends; opencode: the session id.",
+        show_default=False)] = None,
+    state: Annotated[Optional[Path], typer.Option(
+        "--state", metavar="FILE", help="Where the findings already printed are remembered "
+        "(default: $XDG_STATE_HOME/forensics/hook-seen.json).")] = None,
+    select: Select = None,
+    ignore: Ignore = None,
+    config: ConfigPath = None,
+    redact: Annotated[bool, typer.Option(
+        "--redact/--no-redact", help="Hide secrets in quoted transcript text.")] = True,
+) -> None:
+    """Print the new findings of the session that just ended (for agent hooks).
+
+    Exits 0 whatever it finds (a hook must not stop the agent), 1 when it cannot tell which
+    session it was or cannot read it; never 2, which Claude Code reads as "block".
+    """
+    from forensics.engine import scan_sessions
+    from forensics.hooks import default_state_file, target, unseen
+    from forensics.inputs import read_inputs
+    from forensics.output import Rendering, render
+
+    try:
+        where = target(agent, payload, sys.stdin.read() if agent == "claude-code" else None)
+        cfg = build_config(config, select, ignore)
+    except ForensicsError as exc:
+        warn(str(exc))
+        raise typer.Exit(1)
+    except typer.Exit:
+        raise typer.Exit(1)
+    errors: list = []
+    sessions = [s for s in read_inputs(where.paths, errors=errors)
+                if where.agent == "claude-code" or where.session_id in (s.id, s.parent_id)]
+    if not sessions:
+        for err in errors:
+            warn(str(err))
+        warn(f"{agent} session {where.session_id or ''}: nothing readable in "
+             f"{', '.join(where.paths)}")
+        raise typer.Exit(1)
+    results = unseen(scan_sessions(sessions, cfg), state or default_state_file())
+    if any(r.incidents for r in results):
+        sys.stdout.write(render("text", results, Rendering(redact=redact)))
+    raise typer.Exit(EXIT_CLEAN)
 
 
 @app.command("rules")
 def rules_command(
-    name: Annotated[Optional[str], typer.Argument(help="Show one rule's documentation.")] = None,
+    name: Annotated[Optional[str], typer.Argument(
+        metavar="RULE", help="Show one rule's documentation (code or slug).", show_default=False)
+    ] = None,
 ) -> None:
     """List the rules, or print one rule's documentation."""
     from forensics.rules import registry, resolve
@@ -449,14 +598,13 @@ def rules_command(
 
 @app.command()
 def batch(
-    paths: Annotated[list[str], typer.Argument(
-        help="Session files, folders (agent data dirs, any tree mixing formats) and archives "
-             "(.zip, .tar, .tar.gz, .tar.zst), read in place; also fsspec URLs (s3://…, "
-             "gs://…, file://…).")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write the tables "
-                                         "and index page to; reruns skip unchanged sources.")],
+    paths: Paths = None,
+    output: Annotated[Path, typer.Option("--output", "-o", metavar="DIR", help="Folder to "
+                                         "write the tables and index page to; reruns skip "
+                                         "unchanged sources.")] = ...,
     workers: Annotated[Optional[int], typer.Option(
-        "--workers", "-j", min=1, help="Worker processes (default: one per core).")] = None,
+        "--workers", "-j", min=1, metavar="N", help="Worker processes (default: one per core).")
+    ] = None,
     full: Annotated[bool, typer.Option("--full", help="Rescan every source, changed or not.")
                     ] = False,
     select: Select = None,
@@ -465,6 +613,9 @@ def batch(
     progress: Annotated[bool, typer.Option(
         "--progress/--no-progress", help="Progress line on stderr (when it is a terminal).")
     ] = True,
+    exit_zero: Annotated[bool, typer.Option(
+        "--exit-zero", help="Exit 0 even when incidents are found.")] = False,
+    since: Since = None, until: Until = None, project: Project = None, agent: Agent = None,
     strict: Strict = False,
     fail_on: FailOnOption = FailOn.low,
     redact: Redact = True,
@@ -481,41 +632,50 @@ def batch(
                               "partitioned by agent and month.")] = False,
 ) -> None:
     """Scan many sessions in parallel: incidents.parquet, sessions.parquet, index.html."""
+    import tempfile
     from contextlib import nullcontext
 
     from forensics.archive import DEFAULT_LIMITS, Limits
     from forensics.batch import BatchLost, run_batch
-    from forensics.remote import is_url
+    from forensics.inputs import STDIN, expand
 
     cfg = build_config(config, select, ignore)
-    inputs = [p if is_url(p) else Path(p) for p in paths]
     try:
         limits = Limits.parse(archive_limits) if archive_limits else DEFAULT_LIMITS
     except ValueError as exc:
         raise fail(str(exc))
-    try:
-        if cluster is None:
-            engine = nullcontext(None)
-        else:
-            from forensics.cluster import dask_executor
+    keep = build_filter(since, until, project, agent)
+    names = [expand(n) for n in resolve_paths(paths)]
+    with tempfile.TemporaryDirectory(prefix="forensics-stdin-") as tmp:
+        if STDIN in names:  # workers read files: standard input becomes one
+            piped = Path(tmp) / "stdin.jsonl"
+            piped.write_bytes(sys.stdin.buffer.read())
+            names = [str(piped) if n == STDIN else n for n in names]
+        try:
+            if cluster is None:
+                engine = nullcontext(None)
+            else:
+                from forensics.cluster import dask_executor
 
-            engine = dask_executor(cluster)
-        with engine as executor:
-            summary = run_batch(inputs, output, workers=workers, full=full, config=cfg,
-                                progress=progress, redact=redact, limits=limits,
-                                executor=executor, partitioned=partitioned)
-    except BatchLost as exc:
-        typer.echo(redactor(redact)(str(exc.summary)))
-        raise fail(str(exc))
-    except ForensicsError as exc:
-        raise fail(str(exc))
-    except OSError as exc:
-        raise fail(f"{exc.filename or output}: {exc.strerror or exc}")
+                engine = dask_executor(cluster)
+            with engine as executor:
+                summary = run_batch(names, output, workers=workers, full=full, config=cfg,
+                                    progress=progress, keep=keep if keep.active else None,
+                                    redact=redact, limits=limits, executor=executor,
+                                    partitioned=partitioned)
+        except BatchLost as exc:
+            typer.echo(redactor(redact)(str(exc.summary)))
+            raise fail(str(exc))
+        except ForensicsError as exc:
+            raise fail(str(exc))
+        except OSError as exc:
+            raise fail(f"{exc.filename or output}: {exc.strerror or exc}")
     typer.echo(redactor(redact)(str(summary)))
     if summary.sessions == 0:
-        typer.echo("forensics: no agent sessions could be read", err=True)
+        warn("no agent sessions could be read")
     raise typer.Exit(exit_code(summary.findings, problems=len(summary.errors) + summary.read_issues,
-                               read_any=summary.sessions > 0, strict=strict, fail_on=fail_on))
+                               read_any=summary.sessions > 0, strict=strict, fail_on=fail_on,
+                               exit_zero=exit_zero))
 
 
 class EvalFormat(str, Enum):
@@ -589,9 +749,12 @@ def label_command(
     from forensics.evaluation import label_document
 
     cfg = build_config(config, select, ignore)
-    sessions, _ = load_sessions(path, input_format)
+    sessions, _ = load_sessions([str(path)], input_format)
     rules = cfg.rules()
-    results = [scan_session(s, cfg, rules) for s in sessions]
+    results = []
+    for s in sessions:
+        with reading(s.source):
+            results.append(scan_session(s, cfg, rules))
     where = output.parent if output else Path.cwd()
     doc = label_document(path, results, relative_to=where, rules=[r.slug for r in rules],
                          redact=redact)

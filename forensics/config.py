@@ -1,13 +1,14 @@
 """User configuration: which rules run and with which parameters.
 
-Read from ``forensics.toml`` (top level) or ``[tool.forensics]`` in ``pyproject.toml``::
+Read from the nearest ``forensics.toml`` (top level) or ``[tool.forensics]`` in
+``pyproject.toml``, in the working folder or above it::
 
     select = ["FX001", "duplicate-launch"]
     ignore = ["user-resend"]
 
     [rules.duplicate-launch]            # by slug or code
     default_ports = { myserver = 9000 } # replaces the rule file's value
-    extend-server_commands = ["my-daemon"]  # appends to a list parameter
+    extend-server_commands = { my-daemon = 'my-daemon +serve' }  # adds to a table
 
 Every key is checked against the rule's ``[params]`` on load; a typo is a ``ConfigError`` naming
 the file and key, not a silently ignored setting.
@@ -44,14 +45,17 @@ class Config:
 
 
 def find_config(start: Path | None = None) -> Path | None:
-    """``forensics.toml``, else a ``pyproject.toml`` with ``[tool.forensics]``, in ``start``."""
+    """The nearest ``forensics.toml``, or ``pyproject.toml`` with ``[tool.forensics]``, in
+    ``start`` or the folders above it (as ruff finds its settings from a subfolder)."""
     here = (start or Path.cwd()).resolve()
-    for candidate in (here / "forensics.toml", here / "pyproject.toml"):
-        if candidate.is_file():
+    for folder in (here, *here.parents):
+        for candidate in (folder / "forensics.toml", folder / "pyproject.toml"):
+            if not candidate.is_file():
+                continue
             if candidate.name == "pyproject.toml":
                 try:
                     data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-                except (tomllib.TOMLDecodeError, OSError):
+                except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError):
                     continue
                 if "forensics" not in data.get("tool", {}):
                     continue

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from forensics.config import Config
-from forensics.findings import Finding, Incident
+from forensics.findings import Finding, Incident, record_digest
 from forensics.model import Session
 from forensics.rules import RuleSpec
 
@@ -80,6 +80,7 @@ def to_incident(spec: RuleSpec, session: Session, finding: Finding) -> Incident:
         evidence=evidence,
         evidence_turns=list(finding.evidence),
         message=finding.message,
-        fingerprint=Incident.make_fingerprint(spec.code, session.id, finding.anchor,
-                                              finding.turn),
+        fingerprint=Incident.make_fingerprint(
+            spec.code, session.id, finding.anchor,
+            record_digest(turns[finding.turn - 1]) if 0 < finding.turn <= len(turns) else ""),
     )

@@ -52,6 +52,18 @@ class Incident(BaseModel):
     fingerprint: str
 
     @staticmethod
-    def make_fingerprint(code: str, session_id: str, anchor: str, turn: int) -> str:
-        raw = f"{code}\x00{session_id}\x00{anchor}\x00{turn}".encode()
+    def make_fingerprint(code: str, session_id: str, anchor: str, content: str) -> str:
+        """Stable across an append to the transcript and a rerun elsewhere: built from what the
+        record is (``content``: a digest of the flagged record, ``record_digest``), never from
+        turn ordinals, which move when a reader types a record differently, nor from paths."""
+        raw = f"{code}\x00{session_id}\x00{anchor}\x00{content}".encode()
         return hashlib.blake2b(raw, digest_size=8).hexdigest()
+
+
+def record_digest(turn: object) -> str:
+    """A digest of a turn's content: everything but its ordinal and where it was read from."""
+    import orjson
+
+    dump = turn.model_dump(mode="json", exclude={"ordinal", "line", "file"})  # type: ignore
+    return hashlib.blake2b(orjson.dumps(dump, option=orjson.OPT_SORT_KEYS),
+                           digest_size=8).hexdigest()

@@ -10,8 +10,9 @@ shape and nothing else, so rules, reports and frames never look at a native reco
   injected text, a shell command the user ran, a background-task notification.
 
 Every turn carries its 1-based ``ordinal`` and an ``anchor`` a reviewer can jump to: the native
-message id where the format has one (opencode ``msg_…``, Claude Code line ``uuid``), otherwise
-``L<line>`` (Codex rollouts).
+message id where the format has one (opencode ``msg_…``, Claude Code line ``uuid``, Gemini CLI
+message ``id``…; ``docs/formats.md`` lists each format's anchor), otherwise ``L<line>`` (Codex
+rollouts).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Agent = Literal["opencode", "claude-code", "codex"]
+Agent = Literal["opencode", "claude-code", "codex", "gemini-cli", "qwen-code", "cline", "roo-code",
+                "kilo-code", "pi", "copilot-cli"]
 
 EventName = Literal[
     "abort",  # the user stopped the turn (opencode MessageAbortedError, Codex turn_aborted)

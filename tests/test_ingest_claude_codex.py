@@ -693,3 +693,26 @@ def test_mutated_fixture_lines_never_crash() -> None:
                             pass
                         finally:
                             target[key] = saved
+
+
+def test_resumed_file_takes_its_id_from_its_name(tmp_path: Path) -> None:
+    """Claude Code names the file after the session; a resumed session's first lines carry the
+    id of the session it resumed, which is recorded, not used as the id."""
+    from forensics.ingest import load
+    from forensics.ingest.claude_code import RESUMED_NOTE
+
+    text = (FIXTURES / "ingest" / "claude_basic.jsonl").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    old = "5d2e8f41-7c3a-4b9e-a1d6-3f8c2e9b7a10"
+    new = "c001e9a4-1b2c-4d3e-8f90-a1b2c3d4e5f6"
+    resumed = "\n".join(lines[:5] + [l.replace(old, new) for l in lines[5:]]) + "\n"
+    path = tmp_path / f"{new}.jsonl"
+    path.write_text(resumed, encoding="utf-8")
+    (session,) = load(path)
+    assert session.id == new
+    assert f"{RESUMED_NOTE} {old}" in session.notes
+    plain = tmp_path / "not-a-uuid.jsonl"  # a file renamed by hand: the lines' id
+    plain.write_text(resumed, encoding="utf-8")
+    (other,) = load(plain)
+    assert other.id == old
+    assert not any(n.startswith(RESUMED_NOTE) for n in other.notes)

@@ -24,8 +24,8 @@ from typer.testing import CliRunner
 import fuzz
 from conftest import FIXTURES, REPO
 from forensics import ingest, report
-from forensics.cli import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, app, exit_code, render_json, \
-    render_text
+from forensics.cli import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, app, exit_code
+from forensics.output import Format, Rendering, render
 from forensics.engine import scan_session
 from forensics.errors import IngestError, ReaderCrash
 from forensics.frame import SESSION_COLUMNS, TURN_COLUMNS, frame, session_row, turn_rows
@@ -63,8 +63,10 @@ def _read(fmt: str, label: str, payload) -> list:
 
 def _render_everything(sessions) -> None:
     results = [scan_session(s) for s in sessions]
-    render_text(results, [])
-    orjson.loads(render_json(results, []))
+    for fmt in (Format.text, Format.jsonl, Format.github):
+        render(fmt, results, Rendering(errors=[]))
+    orjson.loads(render(Format.json, results, Rendering(errors=[])))
+    orjson.loads(render(Format.sarif, results, Rendering(errors=[])))
     for s in sessions:
         s.model_dump(mode="json")
         for t in s.turns:
@@ -311,7 +313,7 @@ def test_unreadable_folder_is_reported_and_the_rest_scanned(tmp_path: Path,
     real = os.scandir
 
     def scandir(path="."):
-        if os.fspath(path) == str(locked):
+        if not isinstance(path, int) and os.fspath(path) == str(locked):
             raise PermissionError(13, "Permission denied", str(locked))
         return real(path)
 
@@ -363,7 +365,7 @@ def test_read_issues_never_change_zero_or_one_unless_strict(tmp_path: Path) -> N
     assert runner.invoke(app, ["scan", str(src), "--strict"]).exit_code == EXIT_ERROR
     assert runner.invoke(app, ["turns", str(src)]).exit_code == EXIT_CLEAN
     assert runner.invoke(app, ["turns", str(src), "--strict"]).exit_code == EXIT_ERROR
-    doc = orjson.loads(runner.invoke(app, ["scan", str(src), "-f", "json"]).output)
+    doc = orjson.loads(runner.invoke(app, ["scan", str(src), "-f", "json"]).stdout)
     assert any("not valid JSON" in i for i in doc["sessions"][0]["issues"])
 
 

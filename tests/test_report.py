@@ -96,7 +96,8 @@ def test_seed_like_stories_name_the_facts() -> None:
     assert cs.incident.turn == 14 and cs.flagged_quote is None
     assert [s.ordinal for s in cs.timeline if s.flagged] == [14]
     labels = {s.ordinal: s.label for s in cs.timeline}
-    assert labels[13] == "failed call" and labels[11] == "user" and labels[7] == "kill"
+    assert labels[13] == "failed call" and labels[11] == "user" and labels[9] == "launch"
+    assert max(labels) == 18  # the chain stops at the recovery: no padding after it
     text = report.render_incident(result, empty)
     assert "The message is empty" in text
     assert "“No the first launch already worked, it's still ready.”" in text
@@ -310,6 +311,8 @@ def test_scan_markdown_and_html(tmp_path: Path) -> None:
 REPO = FIXTURES.parents[1]
 EXAMPLES = REPO / "docs" / "examples"
 SEEDS = ("seed_000_duplicate_launch", "seed_001_empty_resend")
+CORPUS_LIKE = {"example_commit_timeout": "json", "example_dev_server": "jsonl"}
+"""Real-corpus-like examples, written from scratch by tests/fixtures/examples/make_examples.py."""
 
 
 def _seed_reports(name: str, out: Path) -> list[Path]:
@@ -317,6 +320,8 @@ def _seed_reports(name: str, out: Path) -> list[Path]:
     from forensics.ingest import load
 
     rel = Path("tests") / "fixtures" / "seeds" / f"{name}.json"
+    if name in CORPUS_LIKE:
+        rel = Path("tests") / "fixtures" / "examples" / f"{name}.{CORPUS_LIKE[name]}"
     if not (REPO / rel).is_file():
         pytest.skip(f"{rel} is not in this checkout")
     cwd = os.getcwd()
@@ -328,7 +333,7 @@ def _seed_reports(name: str, out: Path) -> list[Path]:
     return report.write_reports(results, out)
 
 
-@pytest.mark.parametrize("name", SEEDS)
+@pytest.mark.parametrize("name", SEEDS + tuple(CORPUS_LIKE))
 def test_examples_are_current(name: str, tmp_path: Path) -> None:
     """docs/examples/<seed>/ is exactly what ``forensics report`` writes for the seed fixture."""
     written = _seed_reports(name, tmp_path)
@@ -380,7 +385,7 @@ def test_seed_001_example_tells_the_story(tmp_path: Path) -> None:
         "faster/cheaper with e.g. 4× B200 GPUs?”",
         "14.8 Ktok/s",
         "8.8 days",
-        "it replied “Short answer: yes, both.",
+        "replied “Short answer: yes, both.",
     ]:
         assert fact in index, fact
 

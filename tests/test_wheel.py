@@ -45,6 +45,8 @@ def test_wheel_contains_rules_templates_and_sample(wheel: Path) -> None:
         assert f"forensics/_data/rules/{rule}.toml" in names
     assert any(n.startswith("forensics/_data/templates/") and n.endswith(".j2") for n in names)
     assert "forensics/_data/redaction/secrets.toml" in names  # one list of secret patterns
+    assert "forensics/_data/knowledge/words.toml" in names
+    assert "forensics/_data/knowledge/FX002-duplicate-launch.toml" in names
     assert "forensics/samples/sample-session.json" in names
 
 

@@ -6,6 +6,12 @@ One module per format; this module only decides which one to call. Readers share
 * opencode storage tree: ``read_tree(tree) -> list[Session]`` on a ``Tree`` (folder or archive).
 * opencode SQLite: ``read_sqlite(path) -> list[Session]`` (opened read-only) and
   ``read_sqlite_bytes(data, source)`` for archive members.
+* Cline / Roo / Kilo task folders: ``read_task(folder) -> list[Session]`` joins the folder's
+  ``api_conversation_history.json``, ``ui_messages.json`` and ``task_metadata.json``; either JSON
+  file alone is also a stream source.
+
+Each reader module of the newer agents also defines ``DEFAULT_LOCATIONS`` (where the agent keeps
+its sessions per platform, and the environment variables that move them).
 
 A record a reader cannot use becomes a ``ReadIssue`` on its session; a source with nothing
 readable raises ``IngestError`` naming the path (and line).
@@ -27,7 +33,16 @@ from typing import BinaryIO
 
 from forensics.errors import ForensicsError, IngestError, ReaderCrash, UnknownFormatError, reading
 from forensics.ingest._source import DirTree, Tree, regular_file
-from forensics.ingest.sniff import HEAD_BYTES, is_dir, is_opencode_tree, sniff_bytes, sqlite_in
+from forensics.ingest.sniff import (
+    CLINE_FILES,
+    HEAD_BYTES,
+    is_cline_task,
+    is_dir,
+    is_opencode_tree,
+    sniff_bytes,
+    sqlite_in,
+    superseded_gemini_document,
+)
 from forensics.model import Session
 
 __all__ = ["FORMATS", "load", "iter_sessions", "read_stream", "read_bytes", "read_tree",
@@ -40,10 +55,18 @@ FORMATS: dict[str, str] = {
     "opencode-sqlite": "forensics.ingest.opencode_sqlite",
     "claude-code": "forensics.ingest.claude_code",
     "codex": "forensics.ingest.codex",
+    "gemini-cli": "forensics.ingest.gemini_cli",
+    "qwen-code": "forensics.ingest.qwen_code",
+    "cline": "forensics.ingest.cline",
+    "pi": "forensics.ingest.pi",
+    "copilot-cli": "forensics.ingest.copilot_cli",
 }
 """Format name -> reader module. Names are what ``--input-format`` accepts."""
 
-STREAM_FORMATS = {"opencode-export", "opencode-run", "claude-code", "codex"}
+STREAM_FORMATS = {"opencode-export", "opencode-run", "claude-code", "codex", "gemini-cli",
+                  "qwen-code", "cline", "pi", "copilot-cli"}
+KNOWN_AGENTS = ("opencode, Claude Code, Codex, Gemini CLI, Qwen Code, Cline/Roo/Kilo, pi, "
+                "Copilot CLI")
 SESSION_SUFFIXES = (".json", ".jsonl", ".db", ".ndjson")
 
 
@@ -124,8 +147,8 @@ def _unknown_reason(head: bytes) -> str:
         if exc.start < 4090:
             return "not a session log (not UTF-8 text)"
     if head.lstrip().startswith((b"{", b"[")):
-        return "JSON, but not a session format forensics knows (opencode, Claude Code, Codex)"
-    return "not a session log forensics knows (opencode, Claude Code, Codex)"
+        return f"JSON, but not a session format forensics knows ({KNOWN_AGENTS})"
+    return f"not a session log forensics knows ({KNOWN_AGENTS})"
 
 
 def load(path: str | os.PathLike[str], *, format: str | None = None) -> list[Session]:
@@ -210,6 +233,12 @@ def _iter_dir(root: Path, *, format: str | None, errors: list | None) -> Iterato
             dirs[:] = []
             yield from _iter_dir(here, format=format, errors=errors)
             continue
+        if format in (None, "cline") and is_cline_task(here):
+            # A Cline / Roo / Kilo task folder: its files are one session, read together.
+            yield from _guarded(
+                lambda: isolated(str(here), lambda: _reader("cline").read_task(here)),
+                here, errors)
+            names = [n for n in names if n not in CLINE_FILES and n != "task_metadata.json"]
         for name in sorted(names):
             if not name.endswith(SESSION_SUFFIXES):
                 continue
@@ -221,6 +250,8 @@ def _iter_dir(root: Path, *, format: str | None, errors: list | None) -> Iterato
                 errors.append(IngestError(str(f), why))
                 continue
             if format is None and not _looks_like_session(f):
+                continue
+            if format in (None, "gemini-cli") and superseded_gemini_document(f):
                 continue
             yield from _guarded(lambda: _read_file(f, format=format), f, errors)
 

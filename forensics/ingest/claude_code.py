@@ -36,6 +36,10 @@ One JSON object per line, tagged by ``type``. What becomes which turn:
   ``pr-link``, ``worktree-state``, ``frame-link``, ``relocated``, ``bridge-session``,
   ``atis-latch``, ``started``, ``result``, ``tag``. Any other type is counted as a ``ReadIssue``.
 
+Session id: the uuid in the file's name (Claude Code names each transcript after its session),
+else the first ``sessionId``; a resumed session's file starts with lines of the session it
+resumed, whose ids are noted as ``resumed from …``.
+
 Subagent files (every conversational line ``isSidechain``, or under ``subagents/``, or named
 ``agent-*.jsonl``) become session ``agent-<agentId>`` with ``parent_id`` = the parent's
 ``sessionId``; their "user" turns are the parent agent's instructions. A file that mixes main and
@@ -527,14 +531,21 @@ class _Reader:
             or "/subagents/" in self.source.replace(os.sep, "/") or agent_file
         )
         notes: list[str] = []
-        sid = self.session_id or os.path.splitext(base)[0]
+        stem = os.path.splitext(base)[0]
+        # Claude Code names the file after the session; a resumed session's first lines carry
+        # the id of the session it resumed, so the name wins and the other ids are noted.
+        named = stem if UUID_NAME.match(stem) else None
+        sid = named or self.session_id or stem
         parent = None
         if subagent:
             agent_id = self.agent_id or (base[len("agent-"):-len(".jsonl")] if agent_file else None)
             parent = self.session_id
             sid = f"agent-{agent_id}" if agent_id else f"agent-{os.path.splitext(base)[0]}"
             notes.append(SUBAGENT_NOTE)
-        if len(self.session_ids) > 1:
+        others = [i for i in self.session_ids if i != sid]
+        if named and others and not subagent:
+            notes.append(f"{RESUMED_NOTE} {', '.join(others)}")
+        elif len(self.session_ids) > 1:
             notes.append(f"lines carry {len(self.session_ids)} session ids; read as one session")
         title = self.titles.get("custom") or self.titles.get("ai") or self.titles.get("summary")
         turns, sides = self.turns, {}
@@ -564,6 +575,11 @@ class _Reader:
                 started=min(times) if times else None, ended=max(times) if times else None,
                 turns=side, notes=[SUBAGENT_NOTE]))
         return sessions
+
+
+UUID_NAME = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
+RESUMED_NOTE = "resumed from"
+"""Note prefix naming the other session ids a resumed file's lines carry."""
 
 
 def _models(turns: list[Any]) -> dict[str, None]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from pathlib import Path
 
 import orjson
@@ -15,6 +17,15 @@ CLAUDE_TYPES = {"summary", "user", "assistant", "system", "file-history-snapshot
                 "queue-operation", "attachment", "custom-title", "ai-title", "last-prompt", "mode",
                 "progress", "permission-mode", "agent-name"}
 CODEX_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
+COPILOT_NAMESPACES = {"session", "user", "assistant", "tool", "subagent", "skill", "hook",
+                      "permission"}
+GEMINI_MESSAGE_TYPES = {"user", "gemini", "qwen", "info", "error", "warning"}
+QWEN_TYPES = {"user", "assistant", "tool_result", "system"}
+PI_ENTRY_TYPES = {"message", "model_change", "thinking_level_change", "compaction",
+                  "branch_summary", "custom", "custom_message", "label", "session_info"}
+CLINE_FILES = ("api_conversation_history.json", "ui_messages.json")
+"""The files of a Cline / Roo / Kilo task folder that hold turns (``task_metadata.json`` too)."""
+_GEMINI_DOC = re.compile(rb'^\{\s*"sessionId"\s*:\s*"[^"]*"\s*,\s*"projectHash"\s*:')
 
 
 def sniff_bytes(head: bytes) -> str | None:
@@ -24,6 +35,10 @@ def sniff_bytes(head: bytes) -> str | None:
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if not text:
         return None
+    if text.startswith(b"["):
+        return _sniff_array(text)
+    if _GEMINI_DOC.match(text):
+        return "gemini-cli"  # the pretty-printed legacy document (and the JSONL metadata line)
     if text.startswith(b"{"):
         first_line = text.split(b"\n", 1)[0]
         try:
@@ -37,6 +52,12 @@ def sniff_bytes(head: bytes) -> str | None:
             # A one-line JSON document (an export printed without indentation).
             if "info" in obj and "messages" in obj:
                 return "opencode-export"
+            if "sessionId" in obj and "projectHash" in obj and (
+                    "messages" in obj or "type" not in obj):
+                return "gemini-cli"
+        top = text[:4096]
+        if b'"sessionId"' in top and b'"projectHash"' in top and b'"messages"' in text:
+            return "gemini-cli"  # a legacy document with extra keys before sessionId
         # A pretty-printed JSON document: look for the export's keys near the top.
         if b'"info"' in text[:4096] and b'"messages"' in text:
             return "opencode-export"
@@ -58,6 +79,18 @@ def _sniff_record(obj: dict) -> str | None:
         kind = None  # a list or object here would make the set lookups below raise
     if "payload" in obj and kind in CODEX_TYPES:
         return "codex"
+    message = obj.get("message")
+    if ("uuid" in obj and "sessionId" in obj and kind in QWEN_TYPES
+            and isinstance(message, dict) and "parts" in message):
+        return "qwen-code"  # before Claude Code: same envelope, Gemini parts instead of content
+    if kind == "session" and isinstance(obj.get("version"), int) and "cwd" in obj:
+        return "pi"
+    if kind in PI_ENTRY_TYPES and "parentId" in obj and "id" in obj and (
+            kind != "message" or (isinstance(message, dict) and "role" in message)):
+        return "pi"
+    if kind and "." in kind and isinstance(obj.get("data"), dict) and "id" in obj and (
+            kind.split(".", 1)[0] in COPILOT_NAMESPACES):
+        return "copilot-cli"
     if "sessionID" in obj and "part" in obj and kind in OPENCODE_RUN_TYPES:
         return "opencode-run"
     if "sessionId" in obj and ("uuid" in obj or "parentUuid" in obj):
@@ -75,6 +108,66 @@ def is_dir(path: Path) -> bool:
         return path.is_dir()
     except OSError:
         return False
+def _sniff_array(text: bytes) -> str | None:
+    """A JSON array: a Cline / Roo / Kilo task file when its first element has their shape."""
+    first = _first_element(text)
+    if first is None:
+        return None
+    if isinstance(first.get("ts"), (int, float)) and first.get("type") in ("say", "ask"):
+        return "cline"
+    if first.get("role") in ("user", "assistant") and "content" in first:
+        return "cline"
+    return None
+
+
+def _first_element(text: bytes) -> dict | None:
+    """The first object of a JSON array from the head of a file (None if it is cut off)."""
+    try:
+        body = text[1:].decode("utf-8", errors="replace").lstrip()
+        obj, _ = json.JSONDecoder().raw_decode(body)
+    except (ValueError, RecursionError):
+        # The first element may be longer than the head (a pasted file): read its first keys.
+        match = re.match(rb'\[\s*\{\s*"role"\s*:\s*"(user|assistant)"\s*,\s*"content"\s*:', text)
+        return {"role": match.group(1).decode(), "content": None} if match else None
+    return obj if isinstance(obj, dict) else None
+
+
+_SESSION_ID = re.compile(rb'"sessionId"\s*:\s*"([^"]+)"')
+
+
+def superseded_gemini_document(path: Path) -> bool:
+    """A Gemini CLI ``session-….json`` whose resumed copy ``session-….jsonl`` sits beside it.
+
+    Resuming a legacy session copies it into a ``.jsonl`` of the same name and goes on there,
+    so the ``.jsonl`` holds everything the ``.json`` does: reading both would count the session
+    twice. Decided from both files' content (same format, same ``sessionId``).
+    """
+    log = path.with_name(path.name + "l")
+    if path.suffix != ".json" or not log.is_file():
+        return False
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+        with open(log, "rb") as fh:
+            first = fh.readline(HEAD_BYTES)
+    except OSError:
+        return False
+    if sniff_bytes(head) != "gemini-cli" or sniff_bytes(first) != "gemini-cli":
+        return False
+    a, b = _SESSION_ID.search(head), _SESSION_ID.search(first)
+    return a is not None and b is not None and a.group(1) == b.group(1)
+
+
+def is_cline_task(path: Path) -> bool:
+    """A folder holding a Cline-family task: one of its turn files has their content."""
+    for name in CLINE_FILES:
+        f = path / name
+        try:
+            if f.is_file() and sniff_path(f) == "cline":
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def is_opencode_tree(path: Path) -> Path | None:

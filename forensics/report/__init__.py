@@ -19,7 +19,7 @@ from forensics.findings import SEVERITY_ORDER, Incident
 from forensics.report import story
 from forensics.report._turns import SessionMemo
 from forensics.report.redact import redact
-from forensics.report.svg import incident_id, timeline_svg
+from forensics.report.svg import incident_id, order_svg, timeline_svg
 
 __all__ = ["render_incident", "render_session", "render_sessions", "write_reports", "case_study",
            "case_studies", "redact"]
@@ -49,15 +49,20 @@ def case_studies(result: ScanResult) -> list[story.CaseStudy]:
             for i in result.incidents]
 
 
-def _context(result: ScanResult, cs: story.CaseStudy, *, redact: bool, prefix: str = "") -> dict:
-    """What a case-study template needs; ``prefix`` keeps ids unique when cases share a page."""
+def _context(result: ScanResult, cs: story.CaseStudy, *, redact: bool, prefix: str = "",
+             session_href: str = "", index_href: str = "") -> dict:
+    """What a case-study template needs; ``prefix`` keeps ids unique when cases share a page;
+    ``session_href``/``index_href`` link a case's own page back to its session and the index."""
     own = prefix + incident_id(cs.incident)
     return {
+        "session_href": session_href,
+        "index_href": index_href,
         "cs": cs,
         "session": result.session,
         "redact": redact,
         "id_prefix": own + "-",
         "linked_turns": {s.ordinal for s in cs.timeline},
+        "order_svg": order_svg(cs.timeline, id_prefix=own + "-"),
         "incident_id": own,
     }
 
@@ -69,7 +74,8 @@ def render_incident(result: ScanResult, incident: Incident, *, fmt: str = "markd
 
     cs = case_study(result, incident)
     return render(f"incident.{_EXT[_check(fmt)]}.j2", fmt,
-                  **_context(result, cs, redact=redact), level=1)
+                  **_context(result, cs, redact=redact, session_href=f"index.{_EXT[fmt]}"),
+                  level=1)
 
 
 def render_session(result: ScanResult, *, fmt: str = "markdown", redact: bool = True,
@@ -112,12 +118,13 @@ def _session_doc(result: ScanResult, fmt: str, redact: bool, prefix: str, index:
     return {
         "session": result.session, "result": result, "studies": studies, "svg": svg,
         "index": index, "severity_counts": _severity_counts(result.incidents),
+        "rules": rule_docs(result.incidents),
         "contexts": [_context(result, cs, redact=redact, prefix=prefix) for cs in studies],
     }
 
 
 def write_reports(results: Sequence[ScanResult], out_dir: Path | str, *,
-                  redact: bool = True) -> list[Path]:
+                  redact: bool = True, index_href: str | None = None) -> list[Path]:
     """Per session a folder with ``index.md``/``index.html``, ``timeline.svg`` and one Markdown
     and one HTML file per incident (``FX001-<anchor>``); a top-level index when several sessions.
 
@@ -138,6 +145,8 @@ def write_reports(results: Sequence[ScanResult], out_dir: Path | str, *,
             name, n = f"{base}-{n}", n + 1
         used.add(name)
         folders.append((result, name))
+    if index_href is None and len(folders) > 1:
+        index_href = "../index.{ext}"
     for result, name in folders:
         folder = out / name
         folder.mkdir(parents=True, exist_ok=True)
@@ -159,8 +168,11 @@ def write_reports(results: Sequence[ScanResult], out_dir: Path | str, *,
             stems.add(stem)
             for fmt in FORMATS:
                 path = folder / f"{stem}.{_EXT[fmt]}"
+                back = (index_href or "").replace("{ext}", _EXT[fmt])
                 path.write_text(render(f"incident.{_EXT[fmt]}.j2", fmt,
-                                       **_context(result, cs, redact=redact), level=1),
+                                       **_context(result, cs, redact=redact,
+                                                  session_href=f"index.{_EXT[fmt]}",
+                                                  index_href=back), level=1),
                                 encoding="utf-8")
                 written.append(path)
     if len(folders) > 1:
@@ -172,6 +184,27 @@ def write_reports(results: Sequence[ScanResult], out_dir: Path | str, *,
                             encoding="utf-8")
             written.append(path)
     return written
+
+
+def rule_docs(incidents: Iterable[Incident]) -> list[dict]:
+    """The rules behind ``incidents``, once each, in code order: the prose every case study of
+    a rule would otherwise repeat (why it matters, what to do, when it can be wrong). A rule
+    the registry does not know (a newer rule file) is listed with what its incidents carry."""
+    from forensics.report._prose import para
+
+    out: dict[str, dict] = {}
+    for inc in incidents:
+        if inc.code in out:
+            continue
+        spec = _spec(inc)
+        out[inc.code] = {
+            "code": inc.code, "slug": inc.rule,
+            "title": getattr(spec, "title", "") or inc.title,
+            "rationale": para(getattr(spec, "rationale", "") or ""),
+            "remediation": para(getattr(spec, "remediation", "") or ""),
+            "falsepositives": list(getattr(spec, "falsepositives", ()) or ()),
+        }
+    return [out[k] for k in sorted(out)]
 
 
 def redact_fn(enabled: bool):

@@ -16,7 +16,6 @@ from forensics.report._prose import norm, shorten
 from forensics.timeline import utc_text
 from forensics.report._shell import (
     checks,
-    figure_sentences,
     kills,
     launches,
     result_failed,
@@ -160,7 +159,6 @@ class SessionMemo:
     def __init__(self, session: Session) -> None:
         self.session = session
         self._labels: dict[int, str | None] = {}
-        self._figures: dict[int, list[str]] = {}
         self._numbers: dict[str, int] | None = None
         self._counts: dict[str, int] | None = None
 
@@ -168,11 +166,6 @@ class SessionMemo:
         if turn.ordinal not in self._labels:
             self._labels[turn.ordinal] = label_of(self.session, turn)
         return self._labels[turn.ordinal]
-
-    def figures(self, turn: AssistantTurn) -> list[str]:
-        if turn.ordinal not in self._figures:
-            self._figures[turn.ordinal] = figure_sentences(turn.text)
-        return self._figures[turn.ordinal]
 
     def message_number(self, turn: Turn) -> int | None:
         if self.session.agent == "codex" or turn.anchor.startswith("L"):

@@ -330,9 +330,6 @@ def _user_resend(cs: CaseStudy, session: Session, incident: Incident) -> None:
             cs.mistake.append(S("So at ", ref(turn), gap, ", the user sent ",
                                 "the same message again, word for word" if likeness == "same"
                                 else "the message again, nearly unchanged", ": ", *gist(words)))
-    if earlier is not None:
-        cs.assumptions.append(S("That the earlier message had been served: the user's repeat "
-                                "shows the reply to ", ref(earlier), " did not answer it."))
 
 
 def _likeness(first: str, again: str) -> str:

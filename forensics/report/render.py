@@ -16,7 +16,7 @@ from html import escape
 from typing import Any
 
 from forensics.report.redact import redact as _redact
-from forensics.report._prose import Piece, Sentence
+from forensics.report._prose import Piece, Sentence, plain as _plain, shorten as _shorten
 from forensics.resources import templates_dir
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#])")
@@ -61,13 +61,82 @@ def clip(text: str, limit: int = 1500) -> str:
     return f"{head}\n…[{len(text) - len(head) - len(tail)} characters omitted]…\n{tail}"
 
 
+_INLINE_CODE = re.compile(r"(`+)(.+?)\1")
+_STRONG = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|__(?=\S)(.+?)(?<=\S)__")
+_EM = re.compile(r"(?<![\w*])\*(?=[^\s*])([^*\n]+?)(?<=[^\s*])\*(?![\w*])")
+
+
+def md_to_html_inline(text: str) -> str:
+    """Transcript Markdown as safe inline HTML: everything escaped first, then only code spans,
+    bold and italics become tags (so no raw ``**`` and no transcript HTML reach the page)."""
+    out: list[str] = []
+    pos = 0
+    for m in _INLINE_CODE.finditer(text):
+        out.append(_emphasis(escape(text[pos:m.start()])))
+        out.append(f"<code>{escape(m.group(2).strip())}</code>")
+        pos = m.end()
+    out.append(_emphasis(escape(text[pos:])))
+    return "".join(out)
+
+
+def _emphasis(escaped: str) -> str:
+    escaped = _STRONG.sub(lambda m: f"<strong>{m.group(1) or m.group(2)}</strong>", escaped)
+    return _EM.sub(r"<em>\1</em>", escaped)
+
+
+_FENCE = re.compile(r"^(`{3,}|~{3,})[^\n]*\n(.*?)(?:^\1[ \t]*$|\Z)", re.M | re.S)
+
+
+def md_to_html_block(text: str) -> str:
+    """A transcript message as safe HTML paragraphs, fenced code as ``<pre>``, lists kept as
+    lines; headings and tables stay text. Everything is escaped before any tag is added."""
+    parts: list[str] = []
+    pos = 0
+    for m in _FENCE.finditer(text):
+        parts += _paragraphs(text[pos:m.start()])
+        parts.append(f"<pre><code>{escape(m.group(2).rstrip())}</code></pre>")
+        pos = m.end()
+    parts += _paragraphs(text[pos:])
+    return "".join(parts)
+
+
+def _paragraphs(text: str) -> list[str]:
+    out = []
+    for block in re.split(r"\n\s*\n", text.strip("\n")):
+        if block.strip():
+            lines = [re.sub(r"^\s{0,3}#{1,6}\s+", "", ln) for ln in block.splitlines()]
+            out.append("<p>" + "<br>".join(md_to_html_inline(ln) for ln in lines) + "</p>")
+    return out
+
+
+def short_id(anchor: str, keep: int = 14) -> str:
+    """A long anchor cut in the middle for tables (the full id goes in a hover title)."""
+    if len(anchor) <= keep + 2:
+        return anchor
+    return f"{anchor[:keep - 5]}…{anchor[-4:]}"
+
+
+def md_cell(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def md_message(text: str) -> str:
+    """A rule's message or reason in Markdown: its backticked spans as code, the rest escaped."""
+    out = []
+    for i, chunk in enumerate(re.split(r"`([^`\n]+)`", text or "")):
+        if chunk:
+            out.append(md_code_span(chunk).replace("|", "\\|") if i % 2 else md_inline(chunk))
+    return "".join(out)
+
+
 def _md_piece(ctx: Any, piece: Piece) -> str:
     # Our own words and turn references hold no transcript text: nothing to redact.
     text = piece.text if piece.kind in ("text", "ref") else _maybe_redact(ctx, piece.text)
     if piece.kind == "code":
         return md_code_span(text)
     if piece.kind == "quote":
-        return f"“{md_inline(text)}”"
+        return f"“{md_inline(_plain(text))}”"
     if piece.kind == "ref":
         return f"**{text}**"
     if piece.kind == "words":
@@ -80,7 +149,7 @@ def _html_piece(ctx: Any, piece: Piece, rows: set[int], prefix: str) -> str:
     if piece.kind == "code":
         return f"<code>{escape(text)}</code>"
     if piece.kind == "quote":
-        return f"<q>{escape(text)}</q>"
+        return f"<q>{md_to_html_inline(text)}</q>"
     if piece.kind == "ref":
         if piece.ordinal in rows:
             return f'<a class="ref" href="#{prefix}turn-{piece.ordinal}">{escape(text)}</a>'
@@ -126,7 +195,33 @@ def _build(fmt: str):
             text = text[: limit + 400] + "\n" + text[-(limit // 3 + 400):]
         return clip(_maybe_redact(ctx, text), limit)
 
+    @jinja2.pass_context
+    def paragraph_f(ctx, sentences, rows: Any = None, prefix: str = ""):
+        from forensics.report.narrative import join
+
+        fn = sentence_html if fmt == "html" else sentence_md
+        return fn(ctx, join(list(sentences)), rows, prefix)
+
+    def shortid_html(anchor: Any):
+        text = str(anchor)
+        return Markup(f'<code title="{escape(text)}">{escape(short_id(text))}</code>')
+
+    @jinja2.pass_context
+    def mdhtml(ctx, text: Any, limit: int = 1500):
+        return Markup(md_to_html_block(excerpt(ctx, text, limit)))
+
+    def mdinline(text: Any):
+        return Markup(md_to_html_inline("" if text is None else str(text)))
+
     env.filters.update(
+        mdinline=mdinline,
+        paragraph=paragraph_f,
+        shortid=shortid_html,
+        mdhtml=mdhtml,
+        cell=md_cell,
+        msg=md_message,
+        plain=_plain,
+        shorten=lambda text, width=240: _shorten(str(text), width),
         excerpt=excerpt,
         prose=rule_prose_html if fmt == "html" else (lambda text: text),
         sentence=sentence_html if fmt == "html" else sentence_md,

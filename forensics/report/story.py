@@ -7,10 +7,11 @@ out. Every sentence is built from turns (quoted, with their turn number and anch
 rule file; where the transcript cannot settle something, the sentence says so ("as far as the
 transcript shows"). Nothing here guesses at motives.
 
-This module holds the shape (``CaseStudy``) and the sections every rule shares: context, chain
-of events, reaction and recovery, knowledge, related incidents. The rule-specific mistake and
-assumptions live in ``chapters``; sentence pieces in ``_prose``; what commands and outputs say
-in ``_shell``; turn helpers in ``_turns``.
+This module holds the shape (``CaseStudy``) and the sections every rule shares: the flagged
+message, reaction and recovery, knowledge, related incidents. The story parts (stakes, the chain
+of events, what the evidence shows, explanations, lesson, cost) live in ``narrative``; the
+rule-specific mistake and assumptions in ``chapters``; sentence pieces in ``_prose``; what
+commands and outputs say in ``_shell``; turn helpers in ``_turns``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from forensics.findings import Incident
 from forensics.model import AssistantTurn, EventTurn, Session, ToolResultTurn, Turn, UserTurn
@@ -28,10 +30,8 @@ from forensics.report._prose import (
     code,
     duration,
     gist,
-    joined_quotes,
     opening,
     para,
-    plural,
     prose,
     quote,
     ref,
@@ -53,11 +53,11 @@ from forensics.report._turns import (
     commands_of,
     location,
     same_as_earlier,
-    step_text,
     summarize_call,
     user_words,
     when,
 )
+from forensics.report import narrative
 from forensics.report.chapters import CHAPTERS, title_for
 
 
@@ -105,9 +105,6 @@ class CaseStudy:
     flagged_empty: bool = False
     """The flagged message showed the user nothing (the intro says so; no quote)."""
     introduction: list[Sentence] = field(default_factory=list)
-    context: list[Sentence] = field(default_factory=list)
-    figures: list[Sentence] = field(default_factory=list)
-    instructions: list[Sentence] = field(default_factory=list)
     timeline: list[Step] = field(default_factory=list)
     timeline_omitted: int = 0
     mistake: list[Sentence] = field(default_factory=list)
@@ -117,6 +114,20 @@ class CaseStudy:
     knowledge: list[Fact] = field(default_factory=list)
     assumptions: list[Sentence] = field(default_factory=list)
     related: list[Sentence] = field(default_factory=list)
+    stakes: list[Sentence] = field(default_factory=list)
+    """What the user was trying to do and what had been achieved (``narrative``)."""
+    shows: list[Sentence] = field(default_factory=list)
+    """What the evidence shows actually happened, each with its anchor (knowledge files)."""
+    explanations: list[Sentence] = field(default_factory=list)
+    """Possible explanations whose signal is in the transcript (knowledge files)."""
+    lesson: list[Sentence] = field(default_factory=list)
+    """The rule's remediation specialised by this incident's evidence."""
+    cost: Any = None
+    """``narrative.Cost``: minutes and tokens from the mistake to the recovery, or None."""
+    signals: list[str] = field(default_factory=list)
+    """Names of the signals found in the evidence (``readings``)."""
+    flagged_gloss: str | None = None
+    """The meaning of the flagged message when a knowledge list translates it."""
 
     @property
     def file_stem(self) -> str:
@@ -127,112 +138,6 @@ def safe_name(text: str) -> str:
     """A file-name-safe version of an anchor or session id."""
     cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "x"
     return cleaned[:80]
-
-
-def _window(session: Session, incident: Incident) -> tuple[int, int]:
-    """First and last ordinal of the turns the story draws on."""
-    ordinals = [incident.turn] + [o for o in incident.evidence_turns if o > 0]
-    first = max(1, min(ordinals) - 6)
-    first = max(first, incident.turn - 60)
-    last = max(ordinals)
-    # Follow the story until the assistant answered visibly after the user's next message.
-    seen_user = False
-    for turn in session.turns[last:last + 40]:
-        last = turn.ordinal
-        if isinstance(turn, UserTurn):
-            if seen_user:
-                last -= 1
-                break
-            seen_user = True
-        elif seen_user and isinstance(turn, AssistantTurn) and turn.visible and not turn.tool_calls:
-            break
-    return first, min(last, len(session.turns))
-
-
-KEY_LABELS = frozenset({"user", "launch", "kill", "failed call", "empty reply", "provider error",
-                        "aborted reply", "abort", "interrupt", "api error", "compaction"})
-
-
-def build_timeline(session: Session, incident: Incident, first: int, last: int,
-                   limit: int = 30, lead_in: int = 40,
-                   memo: SessionMemo | None = None) -> tuple[list[Step], int]:
-    """The relevant turns from ``first`` to ``last``, preceded by the key turns (launches,
-    kills, failures, user messages) of the ``lead_in`` turns before, which set the scene."""
-    evidence = set(incident.evidence_turns)
-    memo = memo or SessionMemo(session)
-    rows: list[Step] = []
-    start = max(1, first - lead_in)
-    for turn in session.turns[start - 1:last]:
-        flagged = turn.ordinal == incident.turn
-        label = memo.label(turn)
-        if turn.ordinal < first and label not in KEY_LABELS and turn.ordinal not in evidence:
-            continue
-        if label is None and not flagged and turn.ordinal not in evidence:
-            continue
-        rows.append(Step(turn.ordinal, turn.anchor, when(turn), label or turn.kind.replace(
-            "_", " "), step_text(session, turn), flagged, turn.ordinal in evidence))
-    omitted = 0
-    if len(rows) > limit:
-        keep = sorted(rows, key=lambda r: (not (r.flagged or r.evidence),
-                                           abs(r.ordinal - incident.turn)))[:limit]
-        omitted = len(rows) - limit
-        rows = sorted(keep, key=lambda r: r.ordinal)
-    return rows, omitted
-
-
-def _users_before(session: Session, ordinal: int, limit: int = 3) -> list[UserTurn]:
-    out: list[UserTurn] = []
-    for turn in reversed(session.turns[: ordinal - 1]):
-        if isinstance(turn, UserTurn) and turn.text.strip():
-            out.append(turn)
-            if len(out) == limit:
-                break
-    return list(reversed(out))
-
-
-def context_section(cs: CaseStudy, session: Session, incident: Incident,
-                    memo: SessionMemo) -> None:
-    flagged = session.turns[incident.turn - 1]
-    facts: list[str | Piece] = []
-    if session.title:
-        facts += ["The session is titled ", quote(session.title, 120)]
-    if session.project_dir:
-        facts += [" and ran in " if facts else "The session ran in ", code(session.project_dir)]
-    if facts:
-        cs.context.append(S(*facts, "."))
-    counts = memo.counts
-    span = ""
-    if flagged.time is not None and session.turns and session.turns[0].time is not None:
-        span = duration(flagged.time - session.turns[0].time)
-    total = len(session.turns)
-    cs.context.append(S(
-        f"The incident comes at turn {incident.turn} of {total}",
-        f", {span} after the session's first turn" if span else "",
-        f". The whole session holds {plural(counts['user'], 'user message')}, "
-        f"{plural(counts['assistant'], 'assistant message')} and "
-        f"{plural(counts['tool_calls'], 'tool call')}",
-        f", {counts['failed_tools']} of which failed" if counts["failed_tools"] else "", "."))
-    users = _users_before(session, incident.turn)
-    if users:
-        for u in users:
-            cs.instructions.append(S(ref(u), ": ", *gist(user_words(u))))
-    # Figures: the last assistant messages before the incident that reported numbers.
-    found = 0
-    for turn in reversed(session.turns[max(0, incident.turn - 200): incident.turn - 1]):
-        if isinstance(turn, AssistantTurn) and turn.text.strip():
-            sentences = memo.figures(turn)
-            if sentences:
-                cs.figures.append(S(ref(turn), ": ", *joined_quotes(sentences)))
-                found += 1
-                if found == 2:
-                    break
-    cs.figures.reverse()
-    last_words = next((t for t in reversed(session.turns[max(0, incident.turn - 60):
-                                                         incident.turn - 1])
-                       if isinstance(t, AssistantTurn) and t.text.strip()), None)
-    if last_words is not None:
-        cs.context.append(S("The assistant's last words before it, at ", ref(last_words), ": ",
-                            quote(opening(last_words.text), 300)))
 
 
 def next_reply(session: Session, ordinal: int, limit: int = 40) -> list[Turn]:
@@ -265,13 +170,16 @@ def describe_actions(session: Session, turns: Sequence[Turn], limit: int = 3) ->
                     outcome = [", which ", result_status(result)]
                     if lines:
                         outcome += [": ", quote(lines[0], 160)]
-                out.append(S(ref(turn), ": it ran ", code(shorten(
+                who = "the assistant" if not out else "it"
+                out.append(S("At ", ref(turn), f" {who} ran ", code(shorten(
                     strip_env(call.command) if call.command
                     else f"{call.name} {summarize_call(call)}", 200)), *outcome, "."))
             if turn.text.strip() and not turn.tool_calls:
-                out.append(S(ref(turn), ": it replied ", quote(opening(turn.text), 320)))
+                who = "the assistant" if not out else "it"
+                out.append(S("At ", ref(turn), f" {who} replied ", quote(opening(turn.text), 320)))
             elif not turn.visible:
-                out.append(S(ref(turn), ": again nothing the user could see."))
+                out.append(S("At ", ref(turn), " the assistant again showed nothing the user "
+                             "could see."))
     return out[:limit + 1]
 
 
@@ -307,11 +215,6 @@ def reaction_section(cs: CaseStudy, session: Session, incident: Incident, start:
                              *gist(user_words(user), 300)))
     after = next_reply(session, user.ordinal)
     if after:
-        what = "that message:"
-        if user.ordinal == incident.turn:
-            first = same_as_earlier(session, user)
-            what = "the re-sent message:" if first is not None else "the request to try again:"
-        cs.reaction.append(S("What the assistant did with ", what))
         cs.recovery.extend(describe_actions(session, after))
     else:
         cs.reaction.append(S("The transcript shows no assistant reply after that message."))
@@ -387,15 +290,10 @@ def related_section(cs: CaseStudy, others: Sequence[Incident], incident: Inciden
 
 
 def _introduction(cs: CaseStudy, session: Session, incident: Incident) -> None:
+    """The finding's own message and what the flagged turn holds (where it is, which rule and
+    severity: the facts table; the rule's prose: the session page)."""
     turn = session.turns[incident.turn - 1]
-    where = [ref(turn), " (anchor ", code(incident.anchor)]
-    if cs.message_number is not None:
-        where += [f", message {cs.message_number} of the transcript"]
-    where += [")"]
-    who = {"user": "user message", "assistant": "assistant message",
-           "tool_result": "tool result", "event": "harness event"}[turn.kind]
-    cs.introduction.append(S(f"forensics flagged the {who} at ", *where, " in session ",
-                             code(session.id), f" ({session.agent}). ", *prose(incident.message)))
+    cs.introduction.append(S(*prose(incident.message)))
     if isinstance(turn, AssistantTurn):
         if not turn.visible:
             cs.flagged_quote = None
@@ -420,11 +318,6 @@ def _introduction(cs: CaseStudy, session: Session, incident: Incident) -> None:
         if not turn.text:
             cs.introduction.append(S("No assistant message exists for this point: the flagged "
                                      "turn is the harness closing the turn."))
-    if cs.summary:
-        cs.introduction.append(S(f"Rule {incident.code} ({incident.rule}) looks for this: ",
-                                 *prose(" ".join(cs.summary.split()))))
-    cs.introduction.append(S("Severity ", code(incident.severity), ": ",
-                             *prose(incident.severity_reason), "."))
 
 
 def build(session: Session, incident: Incident, spec=None,
@@ -450,9 +343,8 @@ def build(session: Session, incident: Incident, spec=None,
         when=when(turn),
     )
     _introduction(cs, session, incident)
-    first, last = _window(session, incident)
-    context_section(cs, session, incident, memo)
-    cs.timeline, cs.timeline_omitted = build_timeline(session, incident, first, last, memo=memo)
+    others = list(others)
+    narrative.build(cs, session, incident, memo, cs.remediation, others)
     chapter = CHAPTERS.get(incident.rule)
     if chapter is not None:
         chapter(cs, session, incident)
@@ -466,7 +358,9 @@ def build(session: Session, incident: Incident, spec=None,
         reaction_start = incident.turn - 1  # the resend is the reaction; tell what came of it
     reaction_section(cs, session, incident, reaction_start)
     knowledge_section(cs, session, incident, cs.timeline)
-    related_section(cs, list(others), incident)
+    related_section(cs, others, incident)
+    for name in ("mistake", "reaction", "recovery", "assumptions"):
+        setattr(cs, name, narrative.translate(getattr(cs, name)))
     return cs
 
 
@@ -482,4 +376,5 @@ def _unplaced(session: Session, incident: Incident, spec) -> CaseStudy:
     cs.introduction.append(S(f"The rule named turn {incident.turn}, but the session has "
                              f"{len(session.turns)} turns, so the finding cannot be placed: ",
                              *prose(incident.message)))
+    cs.mistake.append(cs.introduction[-1])
     return cs
