@@ -139,8 +139,7 @@ def read_unit(unit: Unit, *, known_hash: str | None = None) -> UnitRead:
             if not name.startswith("opencode"):
                 return UnitRead(None, digest, ignored=True)
             if unit.blob.where == "disk":
-                reader = ingest._reader("opencode-sqlite")
-                return UnitRead(reader.read_sqlite(Path(unit.blob.path)), digest)
+                return UnitRead(ingest.read_sqlite(Path(unit.blob.path)), digest)
             return UnitRead(ingest.read_bytes(data, source=unit.label), digest)
         if not data.strip() or (name.endswith(".json")
                                 and sniff_bytes(data[:HEAD_BYTES]) is None):
@@ -177,8 +176,7 @@ def read_unit(unit: Unit, *, known_hash: str | None = None) -> UnitRead:
     tree = MemberTree(unit.path or unit.label,
                       ((rel, _Inline(data)) for rel, data in contents.items()))
     try:
-        sessions.extend(s for s in ingest._reader("opencode-storage").read_tree(tree)
-                        if s.id not in seen)
+        sessions.extend(s for s in ingest.read_tree(tree) if s.id not in seen)
     except IngestError as exc:
         if not sessions:
             raise
@@ -260,7 +258,7 @@ def _init_worker(config: Config, cases_dir: str | None,
     _worker["keep"] = options.get("keep")
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent: int | None) -> None:
     """In a pool worker: leave Ctrl-C to the main process (which ends the pool), and die when
     the main process dies, even by ``kill -9`` (Linux), instead of reading on."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -271,13 +269,13 @@ def _die_with_parent() -> None:
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         except (OSError, AttributeError):
             pass
-        if os.getppid() == 1:  # the parent already died before prctl took effect
+        if parent is not None and os.getppid() != parent:  # died before prctl took effect
             os._exit(1)
 
 
 def _init_pool_worker(config: Config, cases_dir: str | None,
                       options: dict[str, Any] | None = None) -> None:
-    _die_with_parent()
+    _die_with_parent((options or {}).get("parent"))
     _init_worker(config, cases_dir, options)
 
 
@@ -484,7 +482,7 @@ def collect(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = No
     executor = executor or LocalPool(workers or default_workers())
     workers = executor.workers
     options = {"redact": redact, "case_sessions": -(-max_case_sessions // workers),
-               "keep": keep, "limits": limits}
+               "keep": keep, "parent": os.getpid(), "limits": limits}
     out = Collected(workers=workers)
     bar = Progress(progress)
     start = time.monotonic()

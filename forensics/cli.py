@@ -17,9 +17,10 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Iterable, Mapping
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -113,6 +114,20 @@ def _problems(results, read_errors) -> int:
     return len(read_errors) + sum(len(r.crashes) + len(r.session.issues) for r in results)
 
 
+def tell_problems(results) -> None:
+    """On stderr, whatever the output format: every crashed rule, and how many records could
+    not be read (each is listed in the output itself)."""
+    for r in results:
+        for crash in r.crashes:
+            typer.echo(f"forensics: {crash}", err=True)
+    issues = sum(len(r.session.issues) for r in results)
+    if issues:
+        sessions = sum(1 for r in results if r.session.issues)
+        typer.echo(f"forensics: {issues} unreadable record{'s' * (issues != 1)} in {sessions} "
+                   f"session{'s' * (sessions != 1)} (listed in the output; --strict makes "
+                   "this exit 2)", err=True)
+
+
 def redactor(redact: bool):
     """The text filter of every output that quotes a transcript: ``redact`` or identity."""
     if not redact:
@@ -133,27 +148,54 @@ def _redacted(value: Any, clean) -> Any:
     return value
 
 
-def render_report(results, fmt: str, redact: bool) -> str:
-    """Markdown/HTML of every session; a session the renderer crashes on is left out and
-    reported as ``file: renderer crashed: …``, the others are still rendered."""
-    from forensics import report
+def _without_renderer_crashes(results, render, probe=None):
+    """``render(results)``; if it raises, each session is tried alone with ``probe`` (default
+    ``render``), the ones it raises on are left out (reported as ``file: renderer crashed:
+    …``) and the others are rendered."""
     from forensics.errors import crash_text
 
     try:
-        return report.render_sessions(results, fmt=fmt, redact=redact)
+        return render(results)
+    except OSError:
+        raise
     except Exception:
         kept = []
         for r in results:
             try:
                 with reading(r.session.source):
-                    report.render_sessions([r], fmt=fmt, redact=redact)
+                    (probe or render)([r])
                 kept.append(r)
+            except OSError:
+                raise
             except Exception as exc:
                 typer.echo(f"forensics: {r.session.source}: renderer crashed: "
                            f"{crash_text(exc)}", err=True)
         if not kept:
             raise
-        return report.render_sessions(kept, fmt=fmt, redact=redact)
+        return render(kept)
+
+
+def render_report(results, fmt: str, redact: bool) -> str:
+    """Markdown/HTML of every session, without the sessions the renderer crashes on."""
+    from forensics import report
+
+    return _without_renderer_crashes(
+        results, lambda rs: report.render_sessions(rs, fmt=fmt, redact=redact))
+
+
+def write_report_files(results, output: Path, redact: bool) -> list[Path]:
+    """``report``'s folders, without the sessions the renderer crashes on (each tried alone in
+    a temporary folder first)."""
+    import tempfile
+
+    from forensics.report import write_reports
+
+    def probe(rs):
+        with tempfile.TemporaryDirectory(prefix="forensics-try-") as tmp:
+            write_reports(rs, tmp, redact=redact)
+
+    return _without_renderer_crashes(
+        results, lambda rs: write_reports(rs, output, redact=redact), probe)
 
 
 class TurnsFormat(str, Enum):
@@ -326,7 +368,8 @@ def use_color(output: Path | None) -> bool:
 
 
 def report_read_issues(results, verbose: bool) -> None:
-    """Records a reader could not use, on stderr (the findings stay clean on stdout)."""
+    """Records a reader could not use, on stderr (the findings stay clean on stdout); crashed
+    rules and the count are ``tell_problems``'s."""
     for r in results:
         issues = r.session.issues
         shown = issues if verbose else issues[:5]
@@ -335,8 +378,6 @@ def report_read_issues(results, verbose: bool) -> None:
         if len(issues) > len(shown):
             warn(f"{r.session.source}: {len(issues) - len(shown)} more unreadable records "
                  "(-v lists them)")
-        for crash in r.crashes:
-            warn(str(crash))
 
 
 @app.command()
@@ -441,6 +482,7 @@ def scan(
             raise fail(f"{output}: {exc.strerror or exc}")
     else:
         sys.stdout.write(text)
+    tell_problems(results)
     raise typer.Exit(exit_code(_findings(results), problems=_problems(results, read_errors),
                                strict=strict, fail_on=fail_on, exit_zero=exit_zero))
 
@@ -487,13 +529,11 @@ def report_command(
     fail_on: FailOnOption = FailOn.low,
 ) -> None:
     """Write a case study per incident (Markdown and HTML), one folder per session."""
-    from forensics.report import write_reports
-
     cfg = build_config(config, select, ignore)
     keep = build_filter(since, until, project, agent)
     results, read_errors = read_and_scan(paths, input_format, keep, cfg)
     try:
-        written = write_reports(results, output, redact=redact)
+        written = write_report_files(results, output, redact)
     except OSError as exc:
         raise fail(f"{exc.filename or output}: {exc.strerror or exc}")
     incidents = sum(len(r.incidents) for r in results)
@@ -505,9 +545,7 @@ def report_command(
     typer.echo(f"wrote {len(written)} files to {output} "
                f"({incidents} incident{'s' * (incidents != 1)} in {len(results)} "
                f"session{'s' * (len(results) != 1)})")
-    for r in results:
-        for crash in r.crashes:
-            warn(str(crash))
+    tell_problems(results)
     raise typer.Exit(exit_code(_findings(results), problems=_problems(results, read_errors),
                                strict=strict, fail_on=fail_on, exit_zero=exit_zero))
 

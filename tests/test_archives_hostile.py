@@ -157,3 +157,34 @@ def test_limits_parse_and_the_cli_option(tmp_path: Path) -> None:
     bad = runner.invoke(app, ["batch", str(z), "-o", str(tmp_path / "o"),
                               "--archive-limits", "member=lots"])
     assert bad.exit_code == 2 and "bad archive limit" in bad.output
+
+
+def test_mutated_archives_never_stop_the_batch(tmp_path: Path) -> None:
+    """Damaged zip, tar and compressed tars: collect() reports, never raises."""
+    import random
+
+    rng = random.Random(7)
+    members = [("a/s.jsonl", CODEX), ("b/c.jsonl", CLAUDE)]
+    raw_tar = _tar_bytes(members)
+    zbuf = io.BytesIO()
+    with zipfile.ZipFile(zbuf, "w") as zf:
+        for name, data in members:
+            zf.writestr(name, data)
+    packed = {".tar": raw_tar, ".zip": zbuf.getvalue(), ".tar.gz": gzip.compress(raw_tar),
+              ".tar.zst": zstandard.ZstdCompressor().compress(raw_tar)}
+    tried = 0
+    for suffix, data in packed.items():
+        for k in range(15):
+            b = bytearray(data)
+            if k % 3 == 0:
+                b = b[: rng.randrange(1, len(b))]
+            else:
+                for _ in range(rng.randint(1, 20)):
+                    b[rng.randrange(len(b))] = rng.randrange(256)
+            path = tmp_path / f"m{k}{suffix}"
+            path.write_bytes(bytes(b))
+            got = collect([path], workers=1)
+            for o in got.outcomes:
+                assert o.status in ("scanned", "failed", "ignored"), o
+            tried += 1
+    assert tried == 60

@@ -36,6 +36,7 @@ from forensics.timeline import summarize
 INGEST = FIXTURES / "ingest"
 CODEX = INGEST / "codex_basic.jsonl"  # two incidents: high and medium FX001
 FUZZ_N = int(os.environ.get("FORENSICS_FUZZ_N", "300"))
+FUZZ_SEED = int(os.environ.get("FORENSICS_FUZZ_SEED", "20260101"))
 runner = CliRunner()
 
 
@@ -89,7 +90,7 @@ def test_readers_and_renderers_are_total_on_mutated_input(capsys) -> None:
     failures: list[str] = []
     read = unreadable = 0
     per_format: dict[str, int] = {}
-    for fmt, label, payload in fuzz.mutants(seed=20260101, n=FUZZ_N):
+    for fmt, label, payload in fuzz.mutants(seed=FUZZ_SEED, n=FUZZ_N):
         per_format[fmt] = per_format.get(fmt, 0) + 1
         try:
             sessions = _read(fmt, label, payload)
@@ -105,7 +106,7 @@ def test_readers_and_renderers_are_total_on_mutated_input(capsys) -> None:
             failures.append(f"{label}: renderer: {type(exc).__name__}: {exc}"[:300])
         read += 1
     with capsys.disabled():
-        print(f"\nfuzz: {FUZZ_N} mutated inputs over {len(per_format)} formats "
+        print(f"\nfuzz: {FUZZ_N} mutated inputs (seed {FUZZ_SEED}) over {len(per_format)} formats "
               f"({read} read, {unreadable} refused with a message)")
     assert set(per_format) == {f for f, items in fuzz.seeds().items() if items}
     assert not failures, "\n".join(failures[:20])
@@ -375,3 +376,42 @@ def test_nothing_readable_is_exit_two(tmp_path: Path) -> None:
     res = runner.invoke(app, ["batch", str(tmp_path / "x.jsonl"), "-o", str(tmp_path / "o"),
                               "-j", "1", "--no-progress"])
     assert res.exit_code == EXIT_ERROR
+
+
+@pytest.mark.parametrize("command", ["scan-html", "report"])
+def test_a_renderer_crash_costs_its_session_only(tmp_path: Path, monkeypatch,
+                                                 command: str) -> None:
+    import forensics.report as rep
+
+    real = rep.timeline_svg
+
+    def choke(session, *a, **k):
+        if session.agent == "claude-code":
+            raise OverflowError("simulated renderer bug")
+        return real(session, *a, **k)
+
+    monkeypatch.setattr(rep, "timeline_svg", choke)
+    d = _folder(tmp_path)
+    out = tmp_path / "out"
+    args = (["scan", str(d), "-f", "html"] if command == "scan-html"
+            else ["report", str(d), "-o", str(out)])
+    res = runner.invoke(app, args)
+    assert f"{d / 'a_claude.jsonl'}: renderer crashed: OverflowError" in res.output
+    assert res.exit_code == EXIT_FINDINGS, res.output
+    if command == "report":
+        codex = out / "019ba2f2-5f36-7eb1-a791-e8b7d5a45da1"
+        assert (codex / "index.html").is_file() and list(codex.glob("FX001-*.md"))
+        assert not list(out.glob("5d2e8f41-*/index.html"))  # the crashing session has none
+    else:
+        assert "019ba2f2" in res.output
+
+
+def test_problems_are_on_stderr_whatever_the_format(tmp_path: Path) -> None:
+    src = tmp_path / "s.jsonl"
+    src.write_bytes(CODEX.read_bytes() + b"{broken line\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "forensics.cli", "scan", str(src), "-f",
+                           "json"], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == EXIT_FINDINGS
+    assert "1 unreadable record in 1 session" in proc.stderr
+    orjson.loads(proc.stdout)  # stdout stays one JSON document

@@ -9,9 +9,9 @@ summarised in ``Session.notes``; its other rows are copies of v1 messages and sk
 with no messages at all are skipped (a JSON tree beside the database may still hold them).
 
 Nothing is ever written to or next to the database: without a ``-wal`` beside it the file is
-opened read-only (``immutable`` in WAL mode, so SQLite creates no ``-wal``/``-shm``); with a ``-wal``
-the database and its WAL are copied into a temporary folder and read there, because even a
-``mode=ro`` connection rewrites the ``-shm`` index of a live WAL. ``read_sqlite_bytes`` reads an
+opened read-only (``immutable`` in WAL mode, so SQLite creates no ``-wal``/``-shm``); with a
+``-wal`` the database and its WAL are copied into a temporary folder and read there, because
+even a ``mode=ro`` connection rewrites the ``-shm`` index of a live WAL. ``read_sqlite_bytes`` reads an
 archive member from memory (without its WAL, which an archive rarely holds).
 
 Total on hostile rows: text that is not UTF-8 is read with U+FFFD (counted in one issue), ids of

@@ -1,0 +1,165 @@
+"""Batch faults: a killed batch leaves a state its rerun continues from, SIGTERM ends the
+workers, and rows carried over by a rerun are exactly those of a clean run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import polars as pl
+import pytest
+
+from conftest import FIXTURES, REPO
+from forensics.batch import run_batch
+
+INGEST = FIXTURES / "ingest"
+SOURCES = ["codex_basic.jsonl", "claude_basic.jsonl", "opencode_export_v1.json",
+           "opencode_run.jsonl", "codex_exec.jsonl"]
+TABLES = ("incidents.parquet", "sessions.parquet")
+
+
+def _corpus(folder: Path, copies: int) -> Path:
+    folder.mkdir()
+    for i in range(copies):
+        for name in SOURCES:
+            stem, dot, ext = name.partition(".")
+            shutil.copy(INGEST / name, folder / f"{stem}-{i:03d}.{ext}")
+    return folder
+
+
+def _tables(out: Path) -> dict[str, pl.DataFrame]:
+    return {name: pl.read_parquet(out / name) for name in TABLES}
+
+
+def _same(a: dict[str, pl.DataFrame], b: dict[str, pl.DataFrame]) -> None:
+    for name in TABLES:
+        assert a[name].schema == b[name].schema
+        assert a[name].equals(b[name]), name
+
+
+def test_carried_over_rows_equal_a_clean_run_after_many_reruns(tmp_path: Path) -> None:
+    src = _corpus(tmp_path / "src", 1)
+    clean = tmp_path / "clean"
+    run_batch([src], clean, workers=1, progress=False)
+    out = tmp_path / "inc"
+    run_batch([src], out, workers=1, progress=False)
+    for _ in range(3):  # each rerun used to shift started/ended by a microsecond
+        summary = run_batch([src], out, workers=1, progress=False)
+        assert summary.skipped == len(SOURCES)
+    got = _tables(out)
+    assert got["sessions.parquet"]["started"].null_count() < got["sessions.parquet"].height
+    _same(got, _tables(clean))
+
+
+def test_state_key_changes_with_version_rules_and_redaction(tmp_path: Path,
+                                                           monkeypatch) -> None:
+    import forensics
+    from forensics.batch import _config_key
+    from forensics.config import Config
+
+    key = _config_key(Config())
+    assert _config_key(Config(), redact=False) != key
+    monkeypatch.setattr(forensics, "__version__", "99.0")
+    assert _config_key(Config()) != key
+    monkeypatch.undo()
+    assert _config_key(Config(select=["FX001"])) != key
+    assert _config_key(Config()) == key
+
+
+def _children(pid: int) -> set[int]:
+    kids = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                kids.add(int(entry.name))
+    return kids
+
+
+def _gone(pids: set[int], wait: float = 30.0) -> bool:
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        alive = {p for p in pids if Path(f"/proc/{p}").exists()
+                 and "Z" not in (Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1][:3])}
+        if not alive:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _start_batch(src: Path, out: Path, every: int) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "FORENSICS_CHECKPOINT_EVERY": str(every)}
+    return subprocess.Popen([sys.executable, "-m", "forensics.cli", "batch", str(src), "-o",
+                             str(out), "-j", "2", "--no-progress"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _wait_for_checkpoint(proc: subprocess.Popen, out: Path) -> set[int]:
+    """Children of the batch once its first checkpoint is on disk."""
+    workers: set[int] = set()
+    while not (out / "state.json").exists():
+        if proc.poll() is not None:
+            pytest.fail(f"batch ended before its first checkpoint: {proc.stderr.read()!r}")
+        workers |= _children(proc.pid)
+        time.sleep(0.005)
+    return workers | _children(proc.pid)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_kill_9_then_rerun_continues_and_matches_a_clean_run(tmp_path: Path) -> None:
+    copies = 40
+    src = _corpus(tmp_path / "src", copies)
+    total = copies * len(SOURCES)
+    out = tmp_path / "out"
+    proc = _start_batch(src, out, every=5)
+    workers = _wait_for_checkpoint(proc, out)
+    proc.kill()
+    proc.wait()
+    assert workers and _gone(workers), "workers kept running after the batch was killed"
+    state = orjson.loads((out / "state.json").read_bytes())
+    done = len(state["sources"])
+    assert 5 <= done < total, done
+    checkpointed = pl.read_parquet(out / "sessions.parquet")
+    # The state is written after the tables: it names only sources whose rows are on disk
+    # (a kill between the two leaves newer rows, which the rerun rescans and replaces).
+    assert set(state["sources"]) <= set(checkpointed["origin"])
+
+    summary = run_batch([src], out, workers=1, progress=False)
+    assert summary.skipped == done and summary.scanned == total - done
+    clean = tmp_path / "clean"
+    run_batch([src], clean, workers=1, progress=False)
+    _same(_tables(out), _tables(clean))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_sigterm_ends_the_workers_and_leaves_a_checkpoint(tmp_path: Path) -> None:
+    src = _corpus(tmp_path / "src", 40)
+    out = tmp_path / "out"
+    proc = _start_batch(src, out, every=5)
+    workers = _wait_for_checkpoint(proc, out)
+    proc.send_signal(signal.SIGTERM)
+    _stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode in (130, 0), stderr  # 0 only if it had just finished
+    assert _gone(workers)
+    assert "Traceback" not in stderr.decode()
+    assert orjson.loads((out / "state.json").read_bytes())["sources"]
+
+
+def test_case_studies_are_capped_and_tables_hold_every_incident(tmp_path: Path) -> None:
+    src = _corpus(tmp_path / "src", 3)
+    out = tmp_path / "out"
+    summary = run_batch([src], out, workers=1, progress=False, max_case_sessions=2)
+    incidents = pl.read_parquet(out / "incidents.parquet")
+    assert incidents.height == summary.incidents > 0
+    with_case = incidents.filter(pl.col("case").is_not_null())
+    assert with_case["origin"].n_unique() == 2
+    assert len([d for d in (out / "cases").iterdir() if d.is_dir()]) == 2
