@@ -12,7 +12,11 @@ Where the bytes of a unit live (``Blob``):
 * a ``.zip`` member: the worker opens the archive (once per process) and the member by name;
 * a plain ``.tar`` member: the worker seeks to the member's data offset in the archive file;
 * a member of a compressed tar (``.tar.gz``, ``.tar.zst``…): such a stream is not seekable, so
-  the main process reads the archive once, in order, and hands each member's bytes to a worker.
+  the main process reads the archive once, in order, and hands each member's bytes to a worker;
+  with ``defer_streams`` (a cluster, where the main process must not move transcript bytes) the
+  whole archive is one ``archive`` unit that a worker expands with ``archive_units`` itself;
+* a file named by an fsspec URL (``forensics.remote``): the worker opens the URL, and zip and
+  plain tar archives there are read by member name and offset as on disk.
 
 Hostile archives: two members with the same name are both read (the second as ``name#2``);
 members that are not regular files (links, devices, FIFOs) and members past a limit are listed
@@ -50,6 +54,8 @@ from forensics.ingest.sniff import (
     is_opencode_tree,
     superseded_gemini_document,
 )
+from forensics.remote import basename, is_url, listing, open_binary
+from forensics.remote import stat as url_stat
 
 TASK_FILE_NAMES = (*CLINE_FILES, "task_metadata.json")
 
@@ -115,7 +121,7 @@ DEFAULT_LIMITS = Limits()
 class _Budget:
     """Applies ``Limits`` to one archive's members, in order; records why a member is skipped."""
 
-    def __init__(self, path: Path, limits: Limits, problems: list[Problem]) -> None:
+    def __init__(self, path: str | Path, limits: Limits, problems: list[Problem]) -> None:
         self.path, self.limits, self.problems = path, limits, problems
         self.count = 0
         self.total = 0
@@ -167,9 +173,9 @@ def _special_member(info: tarfile.TarInfo) -> str | None:
 class Blob:
     """Where one file's bytes are: on disk, in a zip or tar archive, or already in memory."""
 
-    where: Literal["disk", "zip", "tar", "inline"]
+    where: Literal["disk", "url", "zip", "tar", "inline"]
     path: str
-    """The file on disk, or the archive holding the member."""
+    """The file on disk or its URL, or the archive (path or URL) holding the member."""
     member: str = ""
     offset: int = 0
     """Plain tar: where the member's data starts in the archive file."""
@@ -178,20 +184,20 @@ class Blob:
 
     @property
     def name(self) -> str:
-        return PurePosixPath(self.member).name if self.member else Path(self.path).name
+        return PurePosixPath(self.member).name if self.member else basename(self.path)
 
     index: int = -1
     """Zip: the member's place in the central directory (two members may share a name)."""
 
     def read(self) -> bytes:
-        if self.where == "disk":
-            with open(self.path, "rb") as fh:
+        if self.where in ("disk", "url"):
+            with open_binary(self.path) as fh:
                 return fh.read()
         if self.where == "zip":
             zf = _zip(self.path)
             return zf.read(zf.infolist()[self.index] if self.index >= 0 else self.member)
         if self.where == "tar":
-            with open(self.path, "rb") as fh:
+            with open_binary(self.path) as fh:
                 fh.seek(self.offset)
                 data = fh.read(self.size)
             if len(data) != self.size:
@@ -204,7 +210,7 @@ class Blob:
 @lru_cache(maxsize=8)
 def _zip(path: str) -> zipfile.ZipFile:
     """One open ZipFile per archive per process: its central directory is read once."""
-    return zipfile.ZipFile(path)
+    return zipfile.ZipFile(open_binary(path) if is_url(path) else path)
 
 
 @dataclass(frozen=True)
@@ -213,7 +219,7 @@ class Unit:
 
     label: str
     """How outputs name it: a path, or ``archive.tar.gz!member/path``."""
-    kind: Literal["file", "tree", "opencode-dir", "task"]
+    kind: Literal["file", "tree", "opencode-dir", "task", "archive"]
     blob: Blob | None = None
     """``file``: the file."""
     files: tuple[tuple[str, Blob], ...] = ()
@@ -224,7 +230,8 @@ class Unit:
     path: str = ""
     """``opencode-dir``: the data dir (or storage folder) on disk; ``tree``: the tree's label
     (``archive!data/storage``), while ``label`` names the data dir as a folder unit does;
-    ``task``: the task folder's label."""
+    ``task``: the task folder's label; ``archive``: the compressed tar whose units a worker
+    lists and reads itself."""
     stamp: str | None = None
     """Cheap change marker (size and mtime, zip CRC…) letting a rerun skip without reading."""
 
@@ -253,13 +260,17 @@ class MemberTree:
 
 def iter_units(paths: Iterable[str | os.PathLike[str]], problems: list[Problem], *,
                exclude: Iterable[str | os.PathLike[str]] = (),
-               limits: Limits = DEFAULT_LIMITS) -> Iterator[Unit]:
+               limits: Limits = DEFAULT_LIMITS, defer_streams: bool = False) -> Iterator[Unit]:
     """Every unit under ``paths``, in a stable order; unlistable inputs go to ``problems``.
 
-    Folders in ``exclude`` (a batch's own output folder) are not walked.
+    Folders in ``exclude`` (a batch's own output folder) are not walked. ``defer_streams``
+    lists a compressed tar as one ``archive`` unit instead of reading it here.
     """
     skip = {os.path.realpath(e) for e in exclude}
     for p in paths:
+        if is_url(p):
+            yield from _url_units(str(p), problems, limits, defer_streams)
+            continue
         path = Path(p)
         why = regular_file(path)
         if not os.path.lexists(path) and "!" in str(p):
@@ -267,13 +278,39 @@ def iter_units(paths: Iterable[str | os.PathLike[str]], problems: list[Problem],
         elif not os.path.lexists(path):
             problems.append(Problem(str(path), "no such file or folder"))
         elif why == "is a folder":
-            yield from _walk(path, problems, skip, limits)
+            yield from _walk(path, problems, skip, limits, defer_streams)
         elif why is not None:  # a FIFO, socket or device is never opened: it could block
             problems.append(Problem(str(path), why))
         elif is_archive(path.name):
-            yield from archive_units(path, problems, limits)
+            yield from archive_units(path, problems, limits, defer_streams=defer_streams)
         else:
             yield _disk_unit(path)
+
+
+def _url_units(url: str, problems: list[Problem], limits: Limits,
+               defer_streams: bool) -> Iterator[Unit]:
+    """Units under an fsspec URL: its files (storage trees grouped as in an archive) and the
+    units of the archives there."""
+    try:
+        listed = listing(url)
+    except Exception as exc:  # no fsspec, unknown scheme, no credentials, network errors
+        problems.append(Problem(url, f"cannot list: {_reason(exc)}"))
+        return
+    if listed is None:
+        problems.append(Problem(url, "no such file or folder"))
+        return
+    is_folder, files = listed
+    entries = []
+    for file_url, stamp in files:
+        if is_archive(basename(file_url)):
+            yield from archive_units(file_url, problems, limits, defer_streams=defer_streams)
+        elif not is_folder:
+            yield Unit(label=file_url, kind="file", blob=Blob("url", file_url), stamp=stamp)
+        else:
+            rel = file_url[len(url.rstrip("/")) + 1:]
+            entries.append((rel, Blob("url", file_url), stamp))
+    if entries:
+        yield from _group(url.rstrip("/"), iter(entries), problems, sep="/")
 
 
 def _member_units(label: str, problems: list[Problem],
@@ -307,7 +344,7 @@ def _disk_unit(f: Path) -> Unit:
 
 
 def _walk(root: Path, problems: list[Problem], skip: set[str],
-          limits: Limits = DEFAULT_LIMITS) -> Iterator[Unit]:
+          limits: Limits = DEFAULT_LIMITS, defer_streams: bool = False) -> Iterator[Unit]:
     if os.path.realpath(root) in skip:
         return
     if is_opencode_tree(root):
@@ -339,7 +376,7 @@ def _walk(root: Path, problems: list[Problem], skip: set[str],
                     problems.append(Problem(str(f), why))
                     continue
             if is_archive(name):
-                yield from archive_units(f, problems, limits)
+                yield from archive_units(f, problems, limits, defer_streams=defer_streams)
             elif name.endswith(SESSION_SUFFIXES) and not superseded_gemini_document(f):
                 yield _disk_unit(f)
 
@@ -384,10 +421,15 @@ def _opencode_dir(d: Path) -> Unit:
 # -- archives -------------------------------------------------------------------------------
 
 
-def archive_units(path: Path, problems: list[Problem],
-                  limits: Limits = DEFAULT_LIMITS) -> Iterator[Unit]:
-    """Units inside one archive. A damaged archive yields what it could and one problem."""
-    name = path.name.lower()
+def archive_units(path: str | Path, problems: list[Problem],
+                  limits: Limits = DEFAULT_LIMITS, *,
+                  defer_streams: bool = False) -> Iterator[Unit]:
+    """Units inside one archive (a path or URL). A damaged archive yields what it could and one
+    problem. ``defer_streams``: a compressed tar is one ``archive`` unit, not read here."""
+    name = basename(str(path)).lower()
+    if defer_streams and name.endswith(tuple(STREAM_TAR_SUFFIXES)):
+        yield Unit(label=str(path), kind="archive", path=str(path))
+        return
     budget = _Budget(path, limits, problems)
     try:
         if name.endswith(ZIP_SUFFIXES):
@@ -430,39 +472,43 @@ def clean_member(member: str) -> str:
     return member.lstrip("/")
 
 
-def _zip_entries(path: Path, budget: _Budget) -> list[tuple[str, Blob, str]]:
-    zf = zipfile.ZipFile(path)
+def _zip_entries(path: str | Path, budget: _Budget) -> list[tuple[str, Blob, str]]:
     out = []
-    for index, info in enumerate(zf.infolist()):
-        if info.is_dir():
-            continue
-        name = clean_member(info.filename)
-        if _wanted(name) and not budget.admit(name, info.file_size):
-            if budget.stopped:
-                break
-            continue
-        blob = Blob("zip", str(path), member=info.filename, size=info.file_size, index=index)
-        out.append((name, blob, f"crc:{info.CRC:08x}:{info.file_size}:{index}"))
-    zf.close()
+    with open_binary(str(path)) as fh, zipfile.ZipFile(fh) as zf:
+        for index, info in enumerate(zf.infolist()):
+            if info.is_dir():
+                continue
+            name = clean_member(info.filename)
+            if _wanted(name) and not budget.admit(name, info.file_size):
+                if budget.stopped:
+                    break
+                continue
+            blob = Blob("zip", str(path), member=info.filename, size=info.file_size,
+                        index=index)
+            out.append((name, blob, f"crc:{info.CRC:08x}:{info.file_size}:{index}"))
     return out
 
 
-def _tar_entries(path: Path, budget: _Budget) -> list[tuple[str, Blob, str]]:
+def _tar_entries(path: str | Path, budget: _Budget) -> list[tuple[str, Blob, str | None]]:
     """Members of a plain tar. A truncated tar keeps the members before the damage, and the
     damage is reported: a header that ends early, a member running past the end of the file,
     or no end-of-archive marker (a cut exactly between two members)."""
-    st = path.stat()
+    if is_url(path):
+        size, archive_stamp = url_stat(str(path))
+    else:
+        st = Path(path).stat()
+        size, archive_stamp = st.st_size, f"{st.st_size}:{st.st_mtime_ns}"
     out = []
     problems = budget.problems
     try:
-        with tarfile.open(path, "r:") as tf:
+        with open_binary(str(path)) as fh, tarfile.open(fileobj=fh, mode="r:") as tf:
             for info in tf:
                 name = clean_member(info.name)
                 if not info.isfile():
                     if (why := _special_member(info)) is not None and _wanted(name):
                         problems.append(Problem(f"{path}!{name}", why))
                     continue
-                if info.offset_data + info.size > st.st_size:
+                if info.offset_data + info.size > size:
                     problems.append(Problem(str(path), f"archive truncated inside {name}; it "
                                                        "and any later members not read"))
                     return out
@@ -472,14 +518,15 @@ def _tar_entries(path: Path, budget: _Budget) -> list[tuple[str, Blob, str]]:
                     continue
                 blob = Blob("tar", str(path), member=info.name, offset=info.offset_data,
                             size=info.size)
-                stamp = f"tar:{st.st_size}:{st.st_mtime_ns}:{info.offset_data}:{info.size}"
+                stamp = (f"tar:{archive_stamp}:{info.offset_data}:{info.size}"
+                         if archive_stamp else None)
                 out.append((name, blob, stamp))
             end = tf.offset
     except (tarfile.TarError, EOFError) as exc:
         problems.append(Problem(str(path), f"archive truncated or damaged after {len(out)} "
                                            f"members; the rest not read ({_reason(exc)})"))
         return out
-    with open(path, "rb") as fh:
+    with open_binary(str(path)) as fh:
         fh.seek(end)
         tail = fh.read(1024)
     if len(tail) < 1024 or tail.strip(b"\0"):
@@ -489,19 +536,19 @@ def _tar_entries(path: Path, budget: _Budget) -> list[tuple[str, Blob, str]]:
     return out
 
 
-def _open_stream(path: Path, compression: str) -> tuple[BinaryIO, str]:
+def _open_stream(path: str | Path, compression: str) -> tuple[BinaryIO, str]:
     """A forward-only decompressed stream of the tar, and the tarfile mode to read it."""
     if compression != "zst":
-        return open(path, "rb"), f"r|{compression}"
+        return open_binary(str(path)), f"r|{compression}"
     try:
         import zstandard
     except ImportError:  # pragma: no cover - it is a dependency
         raise OSError(0, "reading .tar.zst needs the 'zstandard' package") from None
-    raw = open(path, "rb")
+    raw = open_binary(str(path))
     return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True), "r|"
 
 
-def _stream_tar_entries(path: Path, compression: str,
+def _stream_tar_entries(path: str | Path, compression: str,
                         budget: _Budget) -> Iterator[tuple[str, Blob, None]]:
     """Members of a compressed tar, read once in order; bytes are kept only for session files
     within the limits (a bigger member is skipped over, never held).
@@ -576,9 +623,10 @@ def _maybe_tree(name: str) -> bool:
     return bool(_TREE_SEGMENTS.intersection(parent.split("/")))
 
 
-def _group(path: Path, entries: Iterator[tuple[str, Blob, str | None]],
-           problems: list[Problem]) -> Iterator[Unit]:
+def _group(path: str | Path, entries: Iterator[tuple[str, Blob, str | None]],
+           problems: list[Problem], *, sep: str = "!") -> Iterator[Unit]:
     """Units from archive entries: storage trees grouped into one unit each, the rest singly.
+    Labels are ``archive!member`` (``sep``: ``/`` for the files under a URL).
 
     Which folders are storage trees is known only once every name has been seen, so members
     that might belong to one are held back until the end; the others go out at once (for a
@@ -594,9 +642,9 @@ def _group(path: Path, entries: Iterator[tuple[str, Blob, str | None]],
         elif _maybe_tree(entry[0]):
             held.append(entry)
         else:
-            yield from _single(label, *entry, problems)
+            yield from _single(label, *entry, problems, sep=sep)
     for parent, members in sorted(tasks.items()):
-        yield _task_unit(f"{label}!{parent}" if parent else label, sorted(members))
+        yield _task_unit(f"{label}{sep}{parent}" if parent else label, sorted(members))
     roots = _tree_roots(name for name, _b, _s in held)
     trees: dict[str, list[tuple[str, Blob, str | None]]] = {r: [] for r in roots}
     dbs: dict[str, list[tuple[str, Blob, str | None]]] = {r: [] for r in roots}
@@ -611,7 +659,7 @@ def _group(path: Path, entries: Iterator[tuple[str, Blob, str | None]],
         if owner is not None and base.startswith("opencode") and base.endswith(".db"):
             dbs[owner].append((name, blob, stamp))
             continue
-        yield from _single(label, name, blob, stamp, problems)
+        yield from _single(label, name, blob, stamp, problems, sep=sep)
     for root in roots:
         if not trees[root]:
             continue
@@ -619,8 +667,8 @@ def _group(path: Path, entries: Iterator[tuple[str, Blob, str | None]],
         stamps = [s for _n, _b, s in members]
         stamp = None if None in stamps else "|".join(stamps)  # type: ignore[arg-type]
         data_dir = data_dirs[root]
-        yield Unit(label=f"{label}!{data_dir}" if data_dir else label, kind="tree",
-                   path=f"{label}!{root}" if root else label,
+        yield Unit(label=f"{label}{sep}{data_dir}" if data_dir else label, kind="tree",
+                   path=f"{label}{sep}{root}" if root else label,
                    files=tuple((rel, blob) for rel, blob, _s in sorted(trees[root],
                                                                        key=lambda f: f[0])),
                    databases=tuple(blob for _n, blob, _s in dbs[root]), stamp=stamp)
@@ -633,8 +681,8 @@ def _data_dir(root: str) -> str:
 
 
 def _single(label: str, name: str, blob: Blob, stamp: str | None,
-            problems: list[Problem]) -> Iterator[Unit]:
+            problems: list[Problem], *, sep: str = "!") -> Iterator[Unit]:
     if is_archive(name):
-        problems.append(Problem(f"{label}!{name}", "archive inside an archive is not read"))
+        problems.append(Problem(f"{label}{sep}{name}", "archive inside an archive is not read"))
     elif name.endswith(SESSION_SUFFIXES):
-        yield Unit(label=f"{label}!{name}", kind="file", blob=blob, stamp=stamp)
+        yield Unit(label=f"{label}{sep}{name}", kind="file", blob=blob, stamp=stamp)

@@ -34,7 +34,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -49,7 +49,7 @@ from forensics.archive import (
     opencode_dir_files,
 )
 from forensics.config import Config
-from forensics.errors import IngestError, crash_text
+from forensics.errors import ForensicsError, IngestError, crash_text
 from forensics.frame import (
     ERROR_COLUMNS,
     INCIDENT_COLUMNS,
@@ -167,7 +167,7 @@ def read_unit(unit: Unit, *, known_hash: str | None = None) -> UnitRead:
     seen: set[str] = set()
     for blob, data in zip(unit.databases, dbs):
         try:
-            source = f"{blob.path}!{clean_member(blob.member)}"
+            source = f"{blob.path}!{clean_member(blob.member)}" if blob.member else blob.path
             for s in ingest.read_bytes(data, source=source):
                 seen.add(s.id)
                 sessions.append(s)
@@ -239,8 +239,9 @@ def _init_worker(config: Config, cases_dir: str | None,
     """Once per process: resolve the rules (imports every rule module) and keep the config.
 
     ``options``: ``redact`` (default True), ``case_sessions`` (how many sessions this worker
-    may write case studies for) and ``keep`` (which sessions to keep: ``--since``,
-    ``--agent``…)."""
+    may write case studies for), ``keep`` (which sessions to keep: ``--since``,
+    ``--agent``…) and ``limits`` (archive limits, for a cluster worker that lists a compressed
+    tar itself)."""
     from forensics.archive import _zip
 
     _zip.cache_clear()  # a forked worker must not share the parent's open zip file offsets
@@ -397,9 +398,58 @@ class Collected:
     problems: list[Problem] = field(default_factory=list)
     workers: int = 1
     elapsed: float = 0.0
+    lost: str | None = None
+    """Why the executor stopped before every unit was done (its scheduler went away)."""
 
     def rows(self, kind: str) -> list[dict[str, Any]]:
         return [row for o in self.outcomes for row in getattr(o, kind)]
+
+
+Item = tuple[Unit, "str | None"]
+"""A unit to run and the hash it had in the last run (``None`` when new)."""
+
+
+class ExecutorLost(Exception):
+    """The executor can run no more units (a cluster's scheduler went away)."""
+
+
+class Executor(Protocol):
+    """Where units are read and scanned: this process, a local pool (``LocalPool``), or a Dask
+    cluster (``forensics.cluster``). Every executor runs the same ``_process`` on the same
+    ``Unit``s and hands the same ``UnitOutcome``s to ``take``, so outputs do not depend on it.
+    """
+
+    workers: int
+
+    def list_units(self, paths: Sequence[str | os.PathLike[str]], problems: list[Problem], *,
+                   exclude: Sequence[str | os.PathLike[str]],
+                   limits: Limits) -> Iterator[Unit]:
+        """The units under ``paths`` (``forensics.archive.iter_units``)."""
+
+    def run(self, items: Iterator[Item], *, total: int | None, config: Config,
+            cases_dir: str | None, options: dict[str, Any], known: dict[str, dict[str, str]],
+            take: Callable[[UnitOutcome], None]) -> None:
+        """Run every item and ``take`` each outcome in this process, with a bounded number of
+        items in flight; each worker is set up with ``_init_worker(config, cases_dir,
+        options)``. Raises ``ExecutorLost`` when it cannot go on."""
+
+
+@dataclass
+class LocalPool:
+    """Units in worker processes of this machine (``workers == 1``: in this process)."""
+
+    workers: int
+
+    def list_units(self, paths, problems, *, exclude, limits):
+        return iter_units(paths, problems, exclude=exclude, limits=limits)
+
+    def run(self, items, *, total, config, cases_dir, options, known, take) -> None:
+        if self.workers <= 1:
+            _init_worker(config, cases_dir, options)
+            for unit, prev_hash in items:
+                take(_process(unit, prev_hash))
+        else:
+            _run_pool(items, total, self.workers, config, cases_dir, take, options)
 
 
 def default_workers() -> int:
@@ -416,23 +466,27 @@ def collect(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = No
             checkpoint: Callable[[Collected], None] | None = None,
             checkpoint_every: int = CHECKPOINT_EVERY,
             limits: Limits = DEFAULT_LIMITS,
-            keep: SessionFilter | None = None) -> Collected:
+            keep: SessionFilter | None = None,
+            executor: Executor | None = None) -> Collected:
     """Read and scan every unit under ``paths``; nothing is written but what ``checkpoint``
     writes, called with the rows so far every ``checkpoint_every`` units. ``keep`` says which
     sessions to keep (``--since``, ``--agent``…).
+
+    ``executor`` says where units run (default: a local pool of ``workers`` processes).
 
     ``known`` maps a unit label to its previous ``{"hash", "stamp"}``: units with an unchanged
     stamp are skipped without being read, units with an unchanged hash after reading.
     """
     config = config or Config()
     known = known or {}
-    workers = workers or default_workers()
+    executor = executor or LocalPool(workers or default_workers())
+    workers = executor.workers
     options = {"redact": redact, "case_sessions": -(-max_case_sessions // workers),
-               "keep": keep, "parent": os.getpid()}
+               "keep": keep, "parent": os.getpid(), "limits": limits}
     out = Collected(workers=workers)
     bar = Progress(progress)
     start = time.monotonic()
-    units = iter_units(paths, out.problems, exclude=exclude, limits=limits)
+    units = executor.list_units(paths, out.problems, exclude=exclude, limits=limits)
     # A list when listing is cheap (folders, zip, plain tar) gives the bar a total; compressed
     # tars stream, so their units stay a generator and the total is unknown.
     if not any(_streams(p) for p in paths):
@@ -465,12 +519,14 @@ def collect(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = No
             yield unit, (prev or {}).get("hash")
 
     with _signals_interrupt():
-        if workers <= 1:
-            _init_worker(config, cases_dir, options)
-            for unit, prev_hash in pending():
-                take(_process(unit, prev_hash))
-        else:
-            _run_pool(pending(), total, workers, config, cases_dir, take, options)
+        try:
+            executor.run(pending(), total=total, config=config, cases_dir=cases_dir,
+                         options=options, known=known, take=take)
+        except ExecutorLost as exc:  # what was done is kept: a rerun continues from it
+            out.lost = str(exc)
+    # Completion order depends on the workers; the outputs must not.
+    out.outcomes.sort(key=lambda o: o.label)
+    out.problems.sort(key=lambda p: p.label)
     bar.update(counts["done"], total, counts["sessions"], counts["incidents"], final=True)
     out.elapsed = time.monotonic() - start
     return out
@@ -500,7 +556,10 @@ class _signals_interrupt:
 
 def _streams(path: str | os.PathLike[str]) -> bool:
     from forensics.archive import STREAM_TAR_SUFFIXES
+    from forensics.remote import is_url
 
+    if is_url(path):  # listing it to find out would cost a round trip per folder
+        return True
     p = Path(path)
     if p.is_dir():
         return any(f.lower().endswith(tuple(STREAM_TAR_SUFFIXES))
@@ -513,9 +572,6 @@ def _pool_context():
     if sys.platform.startswith("linux") and "polars" not in sys.modules:
         return multiprocessing.get_context("fork")
     return multiprocessing.get_context("spawn")
-
-
-Item = tuple[Unit, "str | None"]
 
 
 def _run_pool(items: Iterator[Item], total: int | None, workers: int, config: Config,
@@ -539,10 +595,7 @@ def _run_pool(items: Iterator[Item], total: int | None, workers: int, config: Co
         retry = []
         for chunk, alone in lost:
             if alone:
-                unit = chunk[0][0]
-                take(UnitOutcome(label=unit.label, stamp=unit.stamp, status="failed", errors=[
-                    _error_row(unit.label, unit.label, "the worker reading it died (killed or "
-                               "out of memory)", kind="crash")]))
+                take(worker_died(chunk[0][0]))
             else:
                 retry.extend(chunk)
 
@@ -623,6 +676,13 @@ def _fill_pool(pool: ProcessPoolExecutor, items: Iterator[Item], retry: list[Ite
         return []
     # Retried units not reached before the pool broke go to the next pool, still to retry.
     return list(in_flight.values()) + [([item], False) for item in untried]
+
+
+def worker_died(unit: Unit) -> UnitOutcome:
+    """The outcome of a unit whose worker died twice while reading it."""
+    return UnitOutcome(label=unit.label, stamp=unit.stamp, status="failed", errors=[
+        _error_row(unit.label, unit.label, "the worker reading it died (killed or out of "
+                   "memory)", kind="crash")])
 
 
 def _lost() -> Future:
@@ -769,7 +829,8 @@ def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
               max_case_sessions: int = MAX_CASE_SESSIONS,
               checkpoint_every: int | None = None,
               limits: Limits = DEFAULT_LIMITS,
-              keep: SessionFilter | None = None) -> BatchSummary:
+              keep: SessionFilter | None = None, executor: Executor | None = None,
+              partitioned: bool = False) -> BatchSummary:
     """Scan every session under ``paths`` and write the tables and index page to ``out``.
 
     Parameters
@@ -801,6 +862,11 @@ def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
         (``forensics.archive.Limits``).
     keep
         Only the sessions this filter keeps (``forensics.inputs.SessionFilter``).
+    executor
+        Where units run instead of a local pool of ``workers`` (``forensics.cluster``).
+    partitioned
+        Also write the incidents and sessions tables as datasets partitioned by agent and
+        month (``forensics.dataset``).
 
     Returns
     -------
@@ -827,9 +893,23 @@ def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
                                                or os.environ.get("FORENSICS_PROGRESS") == "1"),
                         known=known, cases_dir=cases_dir, exclude=[out], redact=redact,
                         max_case_sessions=max_case_sessions, checkpoint=checkpoint,
-                        checkpoint_every=every, limits=limits, keep=keep)
-    return write_outputs(collected, out, key=key, rescanned_all=full or not known,
-                         previous=previous, before=before)
+                        checkpoint_every=every, limits=limits, keep=keep,
+                        executor=executor)
+    summary = write_outputs(collected, out, key=key, rescanned_all=full or not known,
+                            previous=previous, before=before, partitioned=partitioned)
+    if collected.lost:
+        raise BatchLost(collected.lost, summary)
+    return summary
+
+
+class BatchLost(ForensicsError):
+    """The batch stopped early (its cluster went away); what was done is written to OUT and
+    in its state, so the same command continues from there."""
+
+    def __init__(self, reason: str, summary: BatchSummary) -> None:
+        self.summary = summary
+        super().__init__(f"{reason}; {summary.sources} sources were done and written to "
+                         f"{summary.out}: run the same command again to continue")
 
 
 def _reporter_available() -> bool:
@@ -890,8 +970,10 @@ def _write_tables(collected: Collected, out: Path, *, key: str,
 
 def write_outputs(collected: Collected, out: Path, *, key: str, rescanned_all: bool,
                   previous: dict[str, list[dict[str, Any]]] | None = None,
-                  before: dict[str, tuple[str, str]] | None = None) -> BatchSummary:
-    """Write the tables, the state and the index page for ``collected`` into ``out``.
+                  before: dict[str, tuple[str, str]] | None = None,
+                  partitioned: bool = False) -> BatchSummary:
+    """Write the tables, the state and the index page for ``collected`` into ``out``
+    (``partitioned``: the agent/month datasets too).
 
     ``previous``: the rows of the last run, when read before checkpoints rewrote OUT;
     ``before``: the fingerprints the last run found (None on a first run)."""
@@ -899,6 +981,10 @@ def write_outputs(collected: Collected, out: Path, *, key: str, rescanned_all: b
 
     tables, incidents, sessions, errors, skipped = _write_tables(collected, out, key=key,
                                                                  previous=previous)
+    if partitioned:
+        from forensics.dataset import write_partitioned
+
+        write_partitioned(tables, out)
 
     summary = BatchSummary(
         out=out,

@@ -665,12 +665,20 @@ def batch(
         "--archive-limits", help="Raise the per-archive limits, e.g. "
         "member=2G,total=100G,members=5000000 (default member=512M,total=32G,"
         "members=1000000).")] = None,
+    cluster: Annotated[Optional[str], typer.Option(
+        "--cluster", help="Run on a Dask cluster: a scheduler address (tcp://host:8786) or "
+                          "local[:N] for N local worker processes (needs forensics[dask]).")
+    ] = None,
+    partitioned: Annotated[bool, typer.Option(
+        "--partitioned", help="Also write incidents/ and sessions/ as parquet datasets "
+                              "partitioned by agent and month.")] = False,
 ) -> None:
     """Scan many sessions in parallel: incidents.parquet, sessions.parquet, index.html."""
     import tempfile
+    from contextlib import nullcontext
 
     from forensics.archive import DEFAULT_LIMITS, Limits
-    from forensics.batch import run_batch
+    from forensics.batch import BatchLost, run_batch
     from forensics.inputs import STDIN, expand
 
     cfg = build_config(config, select, ignore)
@@ -686,9 +694,22 @@ def batch(
             piped.write_bytes(sys.stdin.buffer.read())
             names = [str(piped) if n == STDIN else n for n in names]
         try:
-            summary = run_batch(names, output, workers=workers, full=full, config=cfg,
-                                progress=progress, keep=keep if keep.active else None,
-                                redact=redact, limits=limits)
+            if cluster is None:
+                engine = nullcontext(None)
+            else:
+                from forensics.cluster import dask_executor
+
+                engine = dask_executor(cluster)
+            with engine as executor:
+                summary = run_batch(names, output, workers=workers, full=full, config=cfg,
+                                    progress=progress, keep=keep if keep.active else None,
+                                    redact=redact, limits=limits, executor=executor,
+                                    partitioned=partitioned)
+        except BatchLost as exc:
+            typer.echo(redactor(redact)(str(exc.summary)))
+            raise fail(str(exc))
+        except ForensicsError as exc:
+            raise fail(str(exc))
         except OSError as exc:
             raise fail(f"{exc.filename or output}: {exc.strerror or exc}")
     typer.echo(redactor(redact)(str(summary)))

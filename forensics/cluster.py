@@ -1,0 +1,276 @@
+"""Run a batch's units on a Dask cluster instead of the local process pool.
+
+``forensics batch … --cluster tcp://scheduler:8786`` (or ``--cluster local:N``, a
+``LocalCluster`` of N worker processes on this machine) hands the same ``Unit``s to Dask tasks
+that the local pool hands to its processes; each task runs ``forensics.batch._process`` on a
+small chunk of units and sends back the same ``UnitOutcome``s, so the tables, index and case
+studies are byte-identical to a local batch's. What crosses the network: unit descriptions
+(paths, URLs, archive member names and offsets, never transcript bytes), the settings (a few
+hundred bytes per task) and the compact outcome rows. Workers open their units themselves (a
+shared filesystem or fsspec URLs) and write case studies into OUT, which they must reach.
+
+In flight at once: four chunks per worker, fed from the unit listing as tasks finish
+(``distributed.as_completed``), so millions of units never become millions of futures.
+
+Faults, as in the local pool: a worker that dies is replaced by its nanny; the units of the
+chunk it held are retried one at a time on an otherwise idle cluster, and a unit that kills a
+worker on its own is reported failed. A scheduler that goes away raises
+``forensics.batch.ExecutorLost``: the batch writes what was done, and a rerun continues.
+
+Dask is optional: ``pip install 'forensics[dask]'``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import re
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import CancelledError
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from forensics import batch
+from forensics.archive import DEFAULT_LIMITS, Problem, Unit, archive_units, iter_units
+from forensics.config import Config
+from forensics.errors import ForensicsError
+
+INSTALL = "pip install 'forensics[dask]'"
+CONNECT_TIMEOUT = "20s"
+CHUNKS_PER_WORKER = 4
+MAX_CHUNK = 32
+"""Units per task at most: a task costs the scheduler and this process a few milliseconds
+(docs/scaling.md), a unit tens of milliseconds on a worker, so big batches on many workers
+take bigger chunks than the local pool's 8."""
+
+
+class ClusterUnavailable(ForensicsError):
+    """Dask is not installed, or the scheduler cannot be reached or has no workers."""
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """What ``--cluster`` names: a scheduler address, or a LocalCluster of ``workers``."""
+
+    address: str | None = None
+    workers: int | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> ClusterSpec:
+        """``tcp://host:port`` (any Dask address), ``local`` or ``local:N``."""
+        local = re.fullmatch(r"local(?::(\d+))?", text.strip())
+        if local:
+            n = int(local.group(1)) if local.group(1) else None
+            if n == 0:
+                raise ClusterUnavailable("--cluster local:N needs N >= 1")
+            return cls(workers=n or batch.default_workers())
+        if "://" not in text:
+            raise ClusterUnavailable(f"--cluster {text!r}: give a scheduler address "
+                                     "(tcp://host:8786) or local[:N]")
+        return cls(address=text.strip())
+
+
+def _distributed() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise ClusterUnavailable(f"--cluster needs the dask extra: {INSTALL}") from None
+    return distributed
+
+
+@contextmanager
+def dask_executor(spec: str | ClusterSpec, *,
+                  timeout: str = CONNECT_TIMEOUT) -> Iterator[DaskExecutor]:
+    """A connected ``DaskExecutor``; a LocalCluster is started for ``local[:N]`` (on
+    127.0.0.1, no dashboard) and shut down on exit, as is the client. ``timeout``: how long
+    to try reaching the scheduler and to wait for its first worker."""
+    distributed = _distributed()
+    import dask
+
+    spec = ClusterSpec.parse(spec) if isinstance(spec, str) else spec
+    cluster = None
+    client = None
+    try:
+        if spec.address is None:
+            # A task whose worker dies is not rescheduled by the scheduler: this module retries
+            # it alone, so a deadly unit costs one more worker, as in the local pool.
+            with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+                cluster = distributed.LocalCluster(
+                    n_workers=spec.workers, threads_per_worker=1, processes=True,
+                    host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR,
+                    # Its health page on any free loopback port, not 8787 (often taken).
+                    scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
+            client = distributed.Client(cluster, timeout=timeout)
+        else:
+            try:
+                client = distributed.Client(spec.address, timeout=timeout)
+            except (OSError, TimeoutError) as exc:
+                raise ClusterUnavailable(
+                    f"cannot reach the Dask scheduler at {spec.address}: {exc}") from None
+        try:
+            client.wait_for_workers(1, timeout=timeout)
+        except (OSError, TimeoutError):
+            raise ClusterUnavailable(f"the Dask scheduler at {spec.address or 'local'} has "
+                                     f"no workers (waited {timeout})") from None
+        yield DaskExecutor(client, address=spec.address or "local")
+    finally:
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+        _restore_client_logs()
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """What every task needs besides its units; a worker sets itself up once per value."""
+
+    config: Config
+    cases_dir: str | None
+    options: dict[str, Any]
+    """``forensics.batch._init_worker``'s: redaction, case-study share, archive limits."""
+
+
+def run_chunk(settings: WorkerSettings, chunk: list[batch.Item],
+              member_hashes: dict[str, str]) -> tuple[list[batch.UnitOutcome], list[Problem]]:
+    """The task: outcomes of a chunk of units, read and scanned on this worker. An ``archive``
+    unit (a compressed tar) is listed and read here, its members' previous hashes in
+    ``member_hashes``; what could not be listed comes back as problems."""
+    if batch._worker.get("settings") != settings:
+        batch._init_worker(settings.config, settings.cases_dir, settings.options)
+        batch._worker["settings"] = settings
+    outcomes: list[batch.UnitOutcome] = []
+    problems: list[Problem] = []
+    for unit, prev_hash in chunk:
+        if unit.kind == "archive":
+            limits = settings.options.get("limits", DEFAULT_LIMITS)
+            for member in archive_units(unit.path, problems, limits):
+                outcomes.append(batch._process(member, member_hashes.get(member.label)))
+        else:
+            outcomes.append(batch._process(unit, prev_hash))
+    return outcomes, problems
+
+
+class DaskExecutor:
+    """``forensics.batch.Executor`` over a ``distributed.Client``."""
+
+    def __init__(self, client: Any, *, address: str = "") -> None:
+        self.client = client
+        self.address = address or getattr(client.scheduler, "address", "") or "?"
+        self.workers = max(1, len(client.scheduler_info().get("workers", {})))
+        self._problems: list[Problem] = []
+        self._keys = itertools.count()
+
+    def list_units(self, paths, problems: list[Problem], *, exclude,
+                   limits=DEFAULT_LIMITS) -> Iterator[Unit]:
+        """As the local pool lists them, except that compressed tars stay whole (the main
+        process never decompresses transcripts); their problems arrive while running."""
+        self._problems = problems
+        return iter_units(paths, problems, exclude=exclude, limits=limits, defer_streams=True)
+
+    def run(self, items: Iterator[batch.Item], *, total: int | None, config: Config,
+            cases_dir: str | None, options: dict[str, Any], known: dict[str, dict[str, str]],
+            take: Callable[[batch.UnitOutcome], None]) -> None:
+        distributed = _distributed()
+        size = 4 if total is None else max(1, min(MAX_CHUNK, total // (self.workers * 16)))
+        window = self.workers * CHUNKS_PER_WORKER
+        # A few hundred bytes, sent with every task: scattered data would be lost with the
+        # worker holding it, taking the tasks that need it along.
+        settings = WorkerSettings(config, os.path.abspath(cases_dir) if cases_dir else None,
+                                  options)
+        chunks = _chunks(items, size)
+        retry: deque[batch.Item] = deque()
+        in_flight: dict[str, tuple[list[batch.Item], bool]] = {}
+        done = distributed.as_completed()
+
+        def submit(chunk: list[batch.Item], alone: bool) -> None:
+            try:
+                fut = self.client.submit(run_chunk, settings, chunk,
+                                         _member_hashes(chunk, known), pure=False,
+                                         key=f"forensics-units-{next(self._keys)}")
+            except (OSError, TimeoutError, distributed.comm.CommClosedError) as exc:
+                raise batch.ExecutorLost(self._gone(exc)) from None
+            in_flight[fut.key] = (chunk, alone)
+            done.add(fut)
+
+        exhausted = False
+        while True:
+            if retry:
+                # Retried units run one at a time on an idle cluster, so a unit that kills its
+                # worker again is known for sure.
+                if not in_flight:
+                    submit([retry.popleft()], True)
+            else:
+                while not exhausted and len(in_flight) < window:
+                    chunk = next(chunks, None)
+                    if chunk is None:
+                        exhausted = True
+                    else:
+                        submit(chunk, False)
+            if not in_flight:
+                return
+            fut = next(done)
+            chunk, alone = in_flight.pop(fut.key)
+            try:
+                outcomes, problems = fut.result()
+            except distributed.KilledWorker:
+                if alone:
+                    take(batch.worker_died(chunk[0][0]))
+                else:
+                    retry.extend(chunk)
+                continue
+            except (OSError, TimeoutError, distributed.comm.CommClosedError,
+                    CancelledError) as exc:  # a cancelled future: the scheduler is gone
+                raise batch.ExecutorLost(self._gone(exc)) from None
+            finally:
+                fut.release()
+            for outcome in outcomes:
+                take(outcome)
+            self._problems.extend(problems)
+
+    def _gone(self, exc: BaseException) -> str:
+        # The client's reconnect loop would log tracebacks while it gives up: the message
+        # below says it all.
+        _quiet_client()
+        why = "connection lost" if isinstance(exc, CancelledError) else \
+            (str(exc).splitlines() or [type(exc).__name__])[0]
+        return f"lost the Dask scheduler at {self.address} ({why})"
+
+
+_CLIENT_LOGGERS = ("distributed.client", "distributed.comm", "distributed.core",
+                   "distributed.utils")
+
+
+_saved_levels: dict[str, int] = {}
+
+
+def _quiet_client() -> None:
+    for name in _CLIENT_LOGGERS:
+        logger = logging.getLogger(name)
+        _saved_levels.setdefault(name, logger.level)
+        logger.setLevel(logging.CRITICAL + 1)
+
+
+def _restore_client_logs() -> None:
+    while _saved_levels:
+        name, level = _saved_levels.popitem()
+        logging.getLogger(name).setLevel(level)
+
+
+def _chunks(items: Iterator[batch.Item], size: int) -> Iterator[list[batch.Item]]:
+    while chunk := list(itertools.islice(items, size)):
+        yield chunk
+
+
+def _member_hashes(chunk: list[batch.Item], known: dict[str, dict[str, str]]) -> dict[str, str]:
+    """For the compressed tars in ``chunk``: their members' hashes from the last run."""
+    out: dict[str, str] = {}
+    for unit, _prev in chunk:
+        if unit.kind == "archive":
+            prefix = unit.label + "!"
+            out.update((label, entry["hash"]) for label, entry in known.items()
+                       if label.startswith(prefix) and entry.get("hash"))
+    return out
