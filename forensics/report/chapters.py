@@ -112,7 +112,7 @@ def _empty_response(cs: CaseStudy, session: Session, incident: Incident) -> None
                                     "explanation: the transcript shows no reaction to it",
                                     " before the user wrote again" if incident.severity == "high"
                                     else "", "."))
-        else:
+        elif cs.same_as is None:  # a later incident of the same cause: told at the first
             cs.mistake.append(S("The assistant ended its turn after that result without telling "
                                 "the user what it meant."))
     else:
@@ -120,7 +120,7 @@ def _empty_response(cs: CaseStudy, session: Session, incident: Incident) -> None
         if user is not None:
             cs.mistake.append(S("The user's request it should have answered was ", ref(user),
                                 ": ", *gist(user_words(user))))
-    if incident.severity == "high":
+    if incident.severity == "high" and cs.same_as is None:
         cs.mistake.append(S("The empty reply was the last thing the user saw before they wrote "
                             "again: they were left with silence."))
 

@@ -366,8 +366,10 @@ def build(cs: CaseStudy, session: Session, incident: Incident, memo: SessionMemo
     found = readings.signals(session, incident, scene)
     cs.signals = sorted(found)
     cs.cause = cause(incident.code, found)
-    told_opening = any(e.told_opening for e in earlier)
-    cs.told_opening = told_opening or opening_request(session, incident, scene) is not None
+    quoted = {o for e in earlier for o in e.quoted_requests}
+    opening = opening_request(session, incident, scene)
+    told_opening = opening is not None and opening.ordinal in quoted
+    cs.quoted_requests = sorted({t.ordinal for t in (opening, scene.request) if t is not None})
     cs.stakes = translate(stakes(session, incident, scene, told_opening))
     same = [e for e in earlier if e.incident.code == incident.code and cs.cause
             and e.cause == cs.cause]

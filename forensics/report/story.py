@@ -134,8 +134,9 @@ class CaseStudy:
     """The earlier incident of the session with the same rule and cause, which this case study
     points to instead of retelling its readings, explanations and lesson."""
     lesson_signal: str = ""
-    told_opening: bool = False
-    """This or an earlier case study of the session quoted the session's opening request."""
+    quoted_requests: list[int] = field(default_factory=list)
+    """Ordinals of the user requests the stakes quote: a later case study of the session does
+    not quote the session's opening request again."""
 
     @property
     def file_stem(self) -> str:
