@@ -211,13 +211,27 @@ def test_knowledge_sentences_fill_from_their_signals() -> None:
             k = knowledge.for_rule(inc.code)
             templates = [(n, t) for n, t in k.shows.items()] + \
                 [(e.signal, e.because) for e in k.explanations] + \
-                [(lesson.signal, lesson.text) for lesson in k.lessons]
+                [(lesson.signal, lesson.text) for lesson in k.lessons] + \
+                [(n, t) for n, t in k.again.items()]
             for name, template in templates:
                 if name in found:
-                    assert knowledge.fill(template, found[name].values) is not None, \
+                    # ``{first}`` (the earlier incident) comes from the retelling, not the signal
+                    values = {**found[name].values, "first": ["turn 1"]}
+                    assert knowledge.fill(template, values) is not None, \
                         (inc.code, name, template)
                     checked.add((inc.code, name))
     assert len(checked) >= 20
+    for code in ("FX001", "FX002", "FX003", "FX004"):
+        k = knowledge.for_rule(code)
+        assert k.again, code
+        for name, template in k.again.items():
+            # an ``again`` sentence names the earlier incident and only values its signal's
+            # other sentences use, so it fills wherever they do
+            known = {p for t in [k.shows.get(name, ""),
+                                 *(e.because for e in k.explanations if e.signal == name)]
+                     for p in knowledge.placeholders(t)}
+            assert "first" in knowledge.placeholders(template), (code, name)
+            assert set(knowledge.placeholders(template)) - {"first"} <= known, (code, name)
 
 
 def test_transcript_markdown_renders_safely_in_html() -> None:
