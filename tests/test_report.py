@@ -95,7 +95,7 @@ def test_seed_like_stories_name_the_facts() -> None:
     assert labels[13] == "failed call" and labels[11] == "user" and labels[9] == "launch"
     assert max(labels) == 18  # the chain stops at the recovery: no padding after it
     text = report.render_incident(result, empty)
-    assert "The message is empty" in text
+    assert "is empty: no text and no tool call" in text
     assert "“No the first launch already worked, it's still ready.”" in text
     assert "71.6 tok/s" in text  # the last figure the assistant reported
     assert "`30000 (default of sglang)`" in text
@@ -357,7 +357,7 @@ def test_seed_000_example_tells_the_story(tmp_path: Path) -> None:
         "“Ready.”",
         "Killed",  # the relaunch died at once
         "port `30000` (default of sglang)",
-        "The message is empty: it holds no text and no tool call.",  # message 42
+        "The assistant's reply at **turn 42** is empty: no text and no tool call",  # message 42
         "at **turn 43**: “No the first launch already worked, it's still ready.”",  # correction
         "“HTTP 200”",  # the health check that confirmed the user
         "“Note be aggressive - we want minimal pcie roundtrips.”",  # standing instruction
@@ -370,7 +370,7 @@ def test_seed_001_example_tells_the_story(tmp_path: Path) -> None:
     written = _seed_reports("seed_001_empty_resend", tmp_path)
     index = next(p for p in written if p.name == "index.md").read_text(encoding="utf-8")
     for fact in [
-        "holds reasoning only",
+        "holds 415 characters of reasoning the user never saw",
         "the user sent the same message again, word for word",
         "ending with “If a B200 machine is 3.4× more cost per GPU would the train be "
         "faster/cheaper with e.g. 4× B200 GPUs?”",

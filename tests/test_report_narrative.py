@@ -211,13 +211,27 @@ def test_knowledge_sentences_fill_from_their_signals() -> None:
             k = knowledge.for_rule(inc.code)
             templates = [(n, t) for n, t in k.shows.items()] + \
                 [(e.signal, e.because) for e in k.explanations] + \
-                [(lesson.signal, lesson.text) for lesson in k.lessons]
+                [(lesson.signal, lesson.text) for lesson in k.lessons] + \
+                [(n, t) for n, t in k.again.items()]
             for name, template in templates:
                 if name in found:
-                    assert knowledge.fill(template, found[name].values) is not None, \
+                    # ``{first}`` (the earlier incident) comes from the retelling, not the signal
+                    values = {**found[name].values, "first": ["turn 1"]}
+                    assert knowledge.fill(template, values) is not None, \
                         (inc.code, name, template)
                     checked.add((inc.code, name))
     assert len(checked) >= 20
+    for code in ("FX001", "FX002", "FX003", "FX004"):
+        k = knowledge.for_rule(code)
+        assert k.again, code
+        for name, template in k.again.items():
+            # an ``again`` sentence names the earlier incident and only values its signal's
+            # other sentences use, so it fills wherever they do
+            known = {p for t in [k.shows.get(name, ""),
+                                 *(e.because for e in k.explanations if e.signal == name)]
+                     for p in knowledge.placeholders(t)}
+            assert "first" in knowledge.placeholders(template), (code, name)
+            assert set(knowledge.placeholders(template)) - {"first"} <= known, (code, name)
 
 
 def test_transcript_markdown_renders_safely_in_html() -> None:
@@ -235,3 +249,66 @@ def test_transcript_markdown_renders_safely_in_html() -> None:
     html = report.render_session(result, fmt="html")
     assert "**" not in html.split("<pre>")[0]  # emphasis became tags, never raw asterisks
     assert "<strong>yes, both</strong>" in html
+
+
+RESENDS = REPO / "tests" / "fixtures" / "resends_after_provider_errors.jsonl"
+
+
+def test_same_cause_incidents_do_not_repeat_a_paragraph(tmp_path: Path) -> None:
+    """Three re-sends after provider errors in one session: the first case study reads and
+    explains the cause; the later ones point to it in one sentence and keep what differs."""
+    [result] = scan_sessions(load(RESENDS))
+    first, second, third = report.case_studies(result)
+    assert [cs.incident.turn for cs in (first, second, third)] == [4, 7, 12]
+    assert {cs.cause for cs in (first, second, third)} == {"provider_error_between"}
+    assert first.same_as is None
+    assert second.same_as is first.incident and third.same_as is first.incident
+    assert "A provider failure, not a reasoning one" in _text(first.explanations)
+    assert _text(first.lesson).startswith("Fix the provider side before re-sending")
+    for later, error, at in ((second, "overloaded_error", "turn 6"),
+                             (third, "API Error: Request timed out.", "turn 11")):
+        pointer = _text(later.shows[:1])
+        assert pointer.startswith("Same cause as the re-send at turn 4 "
+                                  "(5d1e7b2c-0000-4000-8000-000000000003), explained there")
+        assert error in pointer and pointer.endswith(f"at {at}.")
+        assert later.explanations == [] and later.lesson == []
+    # the opening request is quoted by the first case study only
+    assert "turn 1" in _text(first.stakes) and "turn 1" not in _text(second.stakes)
+    assert "now write the database migration" in _text(third.stakes)
+    # what differs is still told: the minutes lost and what happened next
+    assert (second.cost.end.ordinal, third.cost.end.ordinal) == (8, 13)
+    assert "The migration adds the column" in _text(third.recovery)
+
+    report.write_reports([result], tmp_path)
+    pages = sorted(tmp_path.rglob("FX004-*.md"))
+    assert len(pages) == 3
+    seen: dict[str, Path] = {}
+    for page in pages:
+        for line in repetition.prose_lines(page.read_text(encoding="utf-8")):
+            assert line not in seen, f"{page.name} repeats a paragraph of {seen[line].name}"
+            seen[line] = page
+    # the written page is the one a single-incident render gives
+    assert report.render_incident(result, third.incident) == pages[2].read_text(encoding="utf-8")
+
+
+def test_a_different_cause_is_told_in_full(tmp_path: Path) -> None:
+    """The same session with the third re-send following an empty reply, not a provider error:
+    that incident has its own cause, so it is read and explained, not pointed elsewhere."""
+    import json
+
+    rows = [json.loads(line) for line in RESENDS.read_text(encoding="utf-8").splitlines()]
+    timed_out = next(r for r in rows if r.get("isApiErrorMessage")
+                     and "timed out" in r["message"]["content"][0]["text"])
+    del timed_out["isApiErrorMessage"], timed_out["error"]
+    timed_out["message"].update(model="claude-sonnet-4-5-20250929", stop_reason="end_turn",
+                                content=[{"type": "text", "text": ""}])
+    variant = tmp_path / "empty_then_resend.jsonl"
+    variant.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    [result] = scan_sessions(load(variant))
+    resends = [cs for cs in report.case_studies(result) if cs.incident.code == "FX004"]
+    assert [cs.incident.turn for cs in resends] == [4, 7, 11]
+    last = resends[-1]
+    assert last.cause == "empty_between" and last.same_as is None
+    assert "A silent failure: the empty reply at turn 10" in _text(last.explanations)
+    assert not _text(last.shows).startswith("Same cause")
+    assert resends[1].same_as is resends[0].incident

@@ -38,15 +38,23 @@ def _spec(incident: Incident):
 
 
 def case_study(result: ScanResult, incident: Incident) -> story.CaseStudy:
-    """The structured case study behind both formats (for notebooks and tests)."""
+    """The structured case study behind both formats (for notebooks and tests), told as in the
+    session's report: knowing the case studies before it."""
+    for cs in case_studies(result):
+        if cs.incident is incident:
+            return cs
     return story.build(result.session, incident, _spec(incident), result.incidents)
 
 
 def case_studies(result: ScanResult) -> list[story.CaseStudy]:
-    """Every incident's case study, sharing one pass over the session's turns."""
+    """Every incident's case study, sharing one pass over the session's turns; each is told
+    knowing the ones before it, so a reader of several does not read a paragraph twice."""
     memo = SessionMemo(result.session)
-    return [story.build(result.session, i, _spec(i), result.incidents, memo)
-            for i in result.incidents]
+    studies: list[story.CaseStudy] = []
+    for i in result.incidents:
+        studies.append(story.build(result.session, i, _spec(i), result.incidents, memo,
+                                   studies))
+    return studies
 
 
 def _context(result: ScanResult, cs: story.CaseStudy, *, redact: bool, prefix: str = "",

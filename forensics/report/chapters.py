@@ -23,6 +23,7 @@ from forensics.model import (
 from forensics.report._prose import (
     Piece,
     S,
+    Sentence,
     code,
     duration,
     gist,
@@ -61,8 +62,11 @@ def _empty_response(cs: CaseStudy, session: Session, incident: Incident) -> None
     turn = session.turns[incident.turn - 1]
     prev = session.turns[incident.turn - 2] if incident.turn >= 2 else None
     failed = prev if isinstance(prev, ToolResultTurn) else None
+    what: Sentence | None
     if isinstance(turn, AssistantTurn):
-        if turn.reasoning.strip():
+        if turn.reasoning.strip() and "reasoning_only" in cs.signals:
+            what = None  # what the evidence shows reads the reasoning-only reply already
+        elif turn.reasoning.strip():
             what = S("The assistant's reply at ", ref(turn), " holds reasoning only (",
                      f"{len(turn.reasoning)} characters) and no text or tool call, so the user "
                      "saw nothing.")
@@ -73,7 +77,8 @@ def _empty_response(cs: CaseStudy, session: Session, incident: Incident) -> None
     else:
         what = S("At ", ref(turn), " the harness closed the turn with no assistant message at "
                  "all.")
-    cs.mistake.append(what)
+    if what is not None:
+        cs.mistake.append(what)
     if isinstance(turn, AssistantTurn) and turn.reasoning.strip():
         cs.mistake.append(S("Its reasoning, which the user never saw, begins: ",
                             quote(turn.reasoning, 300)))
@@ -104,7 +109,7 @@ def _empty_response(cs: CaseStudy, session: Session, incident: Incident) -> None
                                     "explanation: the transcript shows no reaction to it",
                                     " before the user wrote again" if incident.severity == "high"
                                     else "", "."))
-        else:
+        elif cs.same_as is None:  # a later incident of the same cause: told at the first
             cs.mistake.append(S("The assistant ended its turn after that result without telling "
                                 "the user what it meant."))
     else:
@@ -112,7 +117,7 @@ def _empty_response(cs: CaseStudy, session: Session, incident: Incident) -> None
         if user is not None:
             cs.mistake.append(S("The user's request it should have answered was ", ref(user),
                                 ": ", *gist(user_words(user))))
-    if incident.severity == "high":
+    if incident.severity == "high" and cs.same_as is None:
         cs.mistake.append(S("The empty reply was the last thing the user saw before they wrote "
                             "again: they were left with silence."))
 

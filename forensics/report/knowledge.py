@@ -41,6 +41,9 @@ class RuleKnowledge:
     """Signal name -> the sentence saying what that signal shows happened."""
     explanations: tuple[Explanation, ...] = ()
     lessons: tuple[Lesson, ...] = ()
+    again: Mapping[str, str] = field(default_factory=dict)
+    """Signal name -> what a later case study of the session says when an earlier one of the
+    same rule had that cause: ``{first}`` points to it, the signal's values say what differs."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,8 @@ class Words:
     words: tuple[Word, ...] = ()
     figure_units: tuple[str, ...] = ()
     pressure_tokens: int = 100_000
+    same_cause: str = ""
+    """The pointer sentence for a repeated cause whose signal has no ``again`` of its own."""
 
 
 def _read(name: str) -> dict:
@@ -78,7 +83,9 @@ def for_rule(code: str) -> RuleKnowledge:
     explanations = tuple(Explanation(str(e["signal"]), str(e["because"]))
                          for e in data.get("explanations", ()))
     lessons = tuple(Lesson(str(e["signal"]), str(e["text"])) for e in data.get("lessons", ()))
-    return RuleKnowledge(code, shows, explanations, lessons)
+    again = {name: str(spec["again"]) for name, spec in data.get("signals", {}).items()
+             if spec.get("again")}
+    return RuleKnowledge(code, shows, explanations, lessons, again)
 
 
 @cache
@@ -88,7 +95,8 @@ def words() -> Words:
                     for w in data.get("words", ()))
     units = tuple(str(u) for u in data.get("figures", {}).get("units", ()))
     pressure = int(data.get("context", {}).get("pressure_tokens", 100_000))
-    return Words(entries, units, pressure)
+    same_cause = str(data.get("retelling", {}).get("same_cause", ""))
+    return Words(entries, units, pressure, same_cause)
 
 
 def fill(template: str, values: Mapping[str, Value]) -> Sentence | None:

@@ -174,14 +174,27 @@ def figures_in(text: str, limit: int = 3) -> list[str]:
     return out
 
 
-def stakes(session: Session, incident: Incident, scene: Scene) -> list[Sentence]:
-    """What the user was trying to do and what had been achieved, in the transcript's words."""
-    out: list[Sentence] = []
+def opening_request(session: Session, incident: Incident, scene: Scene) -> UserTurn | None:
+    """The session's opening request when the stakes quote it: substantial, before the
+    incident, and not the request this incident served (told then on its own)."""
     first = next((t for t in session.turns if isinstance(t, UserTurn)
                   and user_words(t).strip()), None)
     request = scene.request
     if first is not None and (request is None or first.ordinal != request.ordinal) \
             and _substantial(first) and first.ordinal < incident.turn:
+        return first
+    return None
+
+
+def stakes(session: Session, incident: Incident, scene: Scene,
+           told_opening: bool = False) -> list[Sentence]:
+    """What the user was trying to do and what had been achieved, in the transcript's words.
+    ``told_opening``: an earlier case study of the session quoted its opening request
+    already, so this one starts at the request it served."""
+    out: list[Sentence] = []
+    request = scene.request
+    first = opening_request(session, incident, scene)
+    if first is not None and not told_opening:
         titled = [", titled ", quote(session.title, 100), ","] if session.title else []
         out.append(S("The session", *titled, " began at ", ref(first), " with ",
                      *gist(user_words(first), 200), "."))
@@ -224,36 +237,64 @@ def _reported(session: Session, before: int) -> list[tuple[AssistantTurn, str, l
 
 # -- readings, explanations, lesson ---------------------------------------------------------
 
-def shows(code: str, found: dict[str, Signal]) -> list[Sentence]:
-    """What the evidence shows actually happened: the knowledge file's sentence per signal."""
+def shows(code: str, found: dict[str, Signal], told: frozenset[str] = frozenset()
+          ) -> list[Sentence]:
+    """What the evidence shows actually happened: the knowledge file's sentence per signal;
+    signals in ``told`` were shown by an earlier case study of the session and are left out."""
     out: list[Sentence] = []
     for name, template in knowledge.for_rule(code).shows.items():
-        if name in found:
+        if name in found and name not in told:
             sentence = knowledge.fill(template, found[name].values)
             if sentence:
                 out.append(sentence)
     return out
 
 
-def explanations(code: str, found: dict[str, Signal]) -> list[Sentence]:
-    """The possible explanations whose signal is in the transcript, in the file's order."""
+def explanations(code: str, found: dict[str, Signal], told: frozenset[str] = frozenset()
+                 ) -> list[Sentence]:
+    """The possible explanations whose signal is in the transcript, in the file's order, less
+    those an earlier case study of the session weighed already (``told``)."""
     out: list[Sentence] = []
     for item in knowledge.for_rule(code).explanations:
-        if item.signal in found:
+        if item.signal in found and item.signal not in told:
             sentence = knowledge.fill(item.because, found[item.signal].values)
             if sentence:
                 out.append(sentence)
     return out
 
 
-def lesson(code: str, found: dict[str, Signal], remediation: str) -> list[Sentence]:
-    """The first of the rule's lessons whose signal is present, else the rule's remediation."""
+def cause(code: str, found: dict[str, Signal]) -> str:
+    """The signal that says most about why: the first explanation whose signal is present,
+    else the first signal the knowledge file reads; "" when the file knows none of them."""
+    rule = knowledge.for_rule(code)
+    for item in rule.explanations:
+        if item.signal in found:
+            return item.signal
+    return next((name for name in rule.shows if name in found), "")
+
+
+def lesson(code: str, found: dict[str, Signal], told: str | None = None
+           ) -> tuple[str, list[Sentence]]:
+    """The first of the rule's lessons whose signal is present, with that signal. None when
+    only the rule's remediation would apply (the session page states it once, under the rule)
+    or when ``told`` (the lesson signal of an earlier case study with the same cause) is it."""
     for item in knowledge.for_rule(code).lessons:
         if item.signal in found:
             sentence = knowledge.fill(item.text, found[item.signal].values)
             if sentence:
-                return [sentence]
-    return [S(Piece("words", remediation))] if remediation else []
+                return item.signal, ([] if item.signal == told else [sentence])
+    return "", []
+
+
+def retold(code: str, signal: str, found: dict[str, Signal], first: CaseStudy
+           ) -> Sentence | None:
+    """The one sentence a later case study of the same cause says instead of retelling it:
+    what is the same, pointing to ``first`` (turn and anchor), then this incident's values."""
+    point: list[Piece | str] = [Piece("ref", f"turn {first.incident.turn}", first.incident.turn),
+                                " (", Piece("code", first.incident.anchor), ")"]
+    values = {**(found[signal].values if signal in found else {}), "first": point}
+    template = knowledge.for_rule(code).again.get(signal) or knowledge.words().same_cause
+    return knowledge.fill(template, values) if template else None
 
 
 # -- what it cost --------------------------------------------------------------------------------
@@ -315,16 +356,31 @@ def gloss_line(text: str | None) -> str | None:
 
 
 def build(cs: CaseStudy, session: Session, incident: Incident, memo: SessionMemo,
-          remediation: str, others: Sequence[Incident] = ()) -> None:
-    """Fill the story parts of ``cs``; ``others`` are the session's other incidents."""
+          others: Sequence[Incident] = (), earlier: Sequence[CaseStudy] = ()) -> None:
+    """Fill the story parts of ``cs``; ``others`` are the session's other incidents, ``earlier``
+    the case studies of the session told before this one: what they said (the session's
+    opening, a cause of the same rule with its readings, explanations and lesson) is pointed
+    to in one sentence, not said again, so the words go to what differs."""
     scene = scene_of(session, incident)
     cs.timeline, cs.timeline_omitted = chain(session, incident, scene, memo, others)
     found = readings.signals(session, incident, scene)
     cs.signals = sorted(found)
-    cs.stakes = translate(stakes(session, incident, scene))
-    cs.shows = translate(shows(incident.code, found))
-    cs.explanations = translate(explanations(incident.code, found))
-    cs.lesson = translate(lesson(incident.code, found, remediation))
+    cs.cause = cause(incident.code, found)
+    quoted = {o for e in earlier for o in e.quoted_requests}
+    opening = opening_request(session, incident, scene)
+    told_opening = opening is not None and opening.ordinal in quoted
+    cs.quoted_requests = sorted({t.ordinal for t in (opening, scene.request) if t is not None})
+    cs.stakes = translate(stakes(session, incident, scene, told_opening))
+    same = [e for e in earlier if e.incident.code == incident.code and cs.cause
+            and e.cause == cs.cause]
+    told = frozenset(s for e in same for s in e.signals)
+    pointer = retold(incident.code, cs.cause, found, same[0]) if same else None
+    cs.same_as = same[0].incident if same else None
+    cs.shows = translate(([pointer] if pointer else []) + shows(incident.code, found, told))
+    cs.explanations = translate(explanations(incident.code, found, told))
+    cs.lesson_signal, taught = lesson(incident.code, found,
+                                      same[0].lesson_signal if same else None)
+    cs.lesson = translate(taught)
     cs.cost = cost(session, incident, scene)
     cs.flagged_gloss = gloss_line(cs.flagged_quote)
 

@@ -129,6 +129,15 @@ class CaseStudy:
     """Names of the signals found in the evidence (``readings``)."""
     flagged_gloss: str | None = None
     """The meaning of the flagged message when a knowledge list translates it."""
+    cause: str = ""
+    """The signal that says most about why (``narrative.cause``): what "the same cause" means."""
+    same_as: Incident | None = None
+    """The earlier incident of the session with the same rule and cause, which this case study
+    points to instead of retelling its readings, explanations and lesson."""
+    lesson_signal: str = ""
+    quoted_requests: list[int] = field(default_factory=list)
+    """Ordinals of the user requests the stakes quote: a later case study of the session does
+    not quote the session's opening request again."""
 
     @property
     def file_stem(self) -> str:
@@ -331,9 +340,11 @@ def _introduction(cs: CaseStudy, session: Session, incident: Incident) -> None:
 
 
 def build(session: Session, incident: Incident, spec=None,
-          others: Iterable[Incident] = (), memo: SessionMemo | None = None) -> CaseStudy:
+          others: Iterable[Incident] = (), memo: SessionMemo | None = None,
+          earlier: Sequence[CaseStudy] = ()) -> CaseStudy:
     """The case study of ``incident`` in ``session``; ``spec`` is its RuleSpec when known.
-    Pass one ``memo`` for all incidents of a session to label its turns only once."""
+    Pass one ``memo`` for all incidents of a session to label its turns only once, and the
+    case studies told before this one as ``earlier`` so it does not retell what they said."""
     memo = memo or SessionMemo(session)
     if not 0 < incident.turn <= len(session.turns):
         return _unplaced(session, incident, spec)
@@ -354,12 +365,14 @@ def build(session: Session, incident: Incident, spec=None,
     )
     _introduction(cs, session, incident)
     others = list(others)
-    narrative.build(cs, session, incident, memo, cs.remediation, others)
+    narrative.build(cs, session, incident, memo, others, earlier)
     chapter = CHAPTERS.get(incident.rule)
     if chapter is not None:
         chapter(cs, session, incident)
     else:
         cs.mistake.append(S(*prose(incident.message)))
+    if cs.flagged_empty and len(cs.introduction) > 1 and len(cs.mistake) > 0:
+        del cs.introduction[1]  # the chapter tells what the empty message holds: say it once
     if isinstance(turn, AssistantTurn) and turn.visible and turn.reasoning.strip():
         cs.mistake.insert(1, S("The assistant's reasoning in that message: ",
                                quote(turn.reasoning, 300)))
