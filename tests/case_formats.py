@@ -64,6 +64,8 @@ def _calls(spec: dict[str, Any], ordinal: int) -> list[dict[str, Any]]:
 
 def unsupported(raw: dict[str, Any], fmt: str) -> str | None:
     """Why this case cannot be written in ``fmt``, or None."""
+    if raw.get("formats") and fmt not in raw["formats"]:
+        return "a case about formats that can lack a result record"
     agent = raw.get("agent")
     if agent and agent != fmt and not (agent == "opencode" and fmt == "opencode-export"):
         return f"an {agent} case"

@@ -17,14 +17,15 @@ PACKAGE = Path(__file__).resolve().parents[1] / "forensics"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("shared types", ("forensics.model", "forensics.findings", "forensics.errors",
                       "forensics.resources", "forensics.redact")),
-    ("ingest", ("forensics.ingest", "forensics.archive", "forensics.locations")),
+    ("ingest", ("forensics.ingest", "forensics.archive", "forensics.locations",
+                "forensics.remote")),
     ("analysis", ("forensics.analysis", "forensics.timeline")),
     ("rules", ("forensics.rules",)),
     ("engine", ("forensics.engine", "forensics.config")),
     ("outputs", ("forensics.report", "forensics.batch", "forensics.frame", "forensics.notebook",
                  "forensics.index", "forensics.cases", "forensics.evaluation",
                  "forensics.output", "forensics.inputs", "forensics.baseline",
-                 "forensics.hooks")),
+                 "forensics.hooks", "forensics.cluster", "forensics.dataset")),
     ("cli", ("forensics.cli",)),
 ]
 

@@ -142,8 +142,8 @@ def test_unknown_rule_falls_back(tmp_path: Path) -> None:
 
     result = scan_sessions(load(SEED_000))[0]
     turn = result.session.turns[41]
-    odd = Incident(rule="interrupted-turn", code="FX101", title="The user interrupted a turn",
-                   severity="low", severity_reason="a harness event", session_id=result.session.id,
+    odd = Incident(rule="made-up-rule", code="FX999", title="Something a newer rule saw",
+                   severity="low", severity_reason="a newer rule", session_id=result.session.id,
                    source=result.session.source, agent="opencode", turn=turn.ordinal,
                    anchor=turn.anchor, evidence=[], evidence_turns=[],
                    message="The turn was interrupted.", fingerprint="0" * 16)
@@ -153,7 +153,32 @@ def test_unknown_rule_falls_back(tmp_path: Path) -> None:
     md = report.render_incident(other, odd)
     assert "The turn was interrupted." in md and "## Why it may have happened" not in md
     written = report.write_reports([other], tmp_path)
-    assert any(p.name.startswith("FX101-") for p in written)
+    assert any(p.name.startswith("FX999-") for p in written)
+
+
+def test_harness_events_are_listed_not_told(tmp_path: Path) -> None:
+    """An abort, a provider error or a compaction is a row on the session page, never a case
+    study of its own: they are counted, not the assistant's mistakes."""
+    from forensics.engine import ScanResult
+    from forensics.findings import Incident
+
+    result = scan_sessions(load(SEED_000))[0]
+    turn = result.session.turns[41]
+    event = Incident(rule="interrupted-turn", code="FX101", title="The user interrupted a turn",
+                     severity="low", severity_reason="a harness event",
+                     session_id=result.session.id, source=result.session.source,
+                     agent="opencode", turn=turn.ordinal, anchor=turn.anchor, evidence=[],
+                     evidence_turns=[], message="The user stopped the turn.",
+                     fingerprint="1" * 16)
+    both = ScanResult(session=result.session, incidents=result.incidents + [event])
+    assert [cs.incident.code for cs in report.case_studies(both)] == \
+        [i.code for i in result.incidents]
+    written = report.write_reports([both], tmp_path)
+    assert not any(p.name.startswith("FX101-") for p in written)
+    page = next(p for p in written if p.name == "index.md").read_text("utf-8")
+    assert "## Harness events" in page and "The user stopped the turn." in page
+    html = next(p for p in written if p.name == "index.html").read_text("utf-8")
+    assert "Harness events" in html and "The user stopped the turn." in html
 
 
 def test_example_fixtures_are_reproducible() -> None:

@@ -11,6 +11,8 @@ There is one list of wrappers, here.
 
 from __future__ import annotations
 
+import dataclasses
+
 import re
 import shlex
 from collections.abc import Iterable
@@ -48,6 +50,9 @@ class Command:
     """Files its output is written to (redirection targets, ``tee`` files)."""
     quoted_ok: bool
     """The text split cleanly as shell words (False: unbalanced quotes, split on blanks)."""
+    title: str | None = None
+    """The window title cmd.exe's ``start "title" program`` gave it (``taskkill /FI
+    "WINDOWTITLE eq …"`` ends it by that title)."""
 
     @property
     def program(self) -> str:
@@ -82,9 +87,20 @@ def words(text: str) -> tuple[list[str], bool]:
         return text.split(), False
 
 
+_CMD_START = re.compile(r'^\s*start\s+(?:/[A-Za-z]+(?::\S+)?\s+)*"([^"]*)"\s+'
+                        r'(?:/[A-Za-z]+(?::\S+)?\s+)*(?=\S)', re.I)
+"""cmd.exe's ``start "window title" [/flags] program …``: the program after the title runs in
+a window of its own, and the command returns at once (a detached launch)."""
+
+
 @lru_cache(maxsize=16384)
 def parse(text: str, background: bool = False) -> Command:
     """``text`` as a typed command (cached by text)."""
+    started = _CMD_START.match(text)
+    if started:
+        inner = parse(text[started.end():], True)
+        return dataclasses.replace(inner, text=text, background=True, detached=True,
+                                   title=started.group(1))
     tokens, clean = words(text)
     env: dict[str, str] = {}
     logs: set[str] = set()

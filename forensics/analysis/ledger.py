@@ -29,6 +29,7 @@ compiled once per parameter set from the rule's ``[params]``.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
@@ -703,6 +704,12 @@ class Tracker:
                     ok = any(re.search(rf"(?<![\w-]){re.escape(c)}(?![\w-])", word)
                              for c in self.k.script_children)
                 if ok:
+                    hit.append(l)
+        elif kind == "title":  # taskkill /FI "WINDOWTITLE eq T*": the window `start "T"` opened
+            wanted = target.strip().strip('"').lower()
+            for l in alive:
+                title = parse(l.command).title
+                if title and fnmatch.fnmatchcase(title.lower(), wanted):
                     hit.append(l)
         elif kind == "container":
             names = [t for t in re.split(r"\s+", target) if t and not t.startswith("-")]

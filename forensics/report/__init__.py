@@ -46,12 +46,26 @@ def case_study(result: ScanResult, incident: Incident) -> story.CaseStudy:
     return story.build(result.session, incident, _spec(incident), result.incidents)
 
 
+def harness_events(result: ScanResult) -> list[Incident]:
+    """The harness events (aborts, provider errors, compactions): counted and listed on the
+    session page, never told as case studies (they are not the assistant's mistakes)."""
+    return [i for i in result.incidents if _is_harness(i)]
+
+
+def _is_harness(incident: Incident) -> bool:
+    spec = _spec(incident)
+    return bool(spec is not None and getattr(spec, "is_harness", False))
+
+
 def case_studies(result: ScanResult) -> list[story.CaseStudy]:
-    """Every incident's case study, sharing one pass over the session's turns; each is told
-    knowing the ones before it, so a reader of several does not read a paragraph twice."""
+    """Every incident's case study (harness events aside), sharing one pass over the session's
+    turns; each is told knowing the ones before it, so a reader of several does not read a
+    paragraph twice."""
     memo = SessionMemo(result.session)
     studies: list[story.CaseStudy] = []
     for i in result.incidents:
+        if _is_harness(i):
+            continue
         studies.append(story.build(result.session, i, _spec(i), result.incidents, memo,
                                    studies))
     return studies
@@ -124,6 +138,7 @@ def _session_doc(result: ScanResult, fmt: str, redact: bool, prefix: str, index:
         svg = timeline_svg(result.session, result.incidents, clean=redact_fn(redact),
                            id_prefix=prefix)
     return {
+        "harness": harness_events(result),
         "session": result.session, "result": result, "studies": studies, "svg": svg,
         "index": index, "severity_counts": _severity_counts(result.incidents),
         "rules": rule_docs(result.incidents),

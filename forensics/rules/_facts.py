@@ -53,13 +53,24 @@ def opening(text: str, size: int = 120) -> str:
 _QUESTION_END = re.compile(r"[?？]\s*[)\]*_`'\"]*\s*$")
 
 
+SIGN_OFF_CHARS = 100
+"""A last paragraph this short that asks nothing (a sign-off, a signature quote) does not hide
+the question in the paragraph before it."""
+
+
 def asks_question(text: str) -> bool:
-    """Does the text end by asking the user something (its last paragraph ends with ``?``)."""
-    tail = text.strip().rsplit("\n\n", 1)[-1].strip()
-    if _QUESTION_END.search(tail):
-        return True
-    last_line = tail.splitlines()[-1] if tail else ""
-    return bool(_QUESTION_END.search(last_line))
+    """Does the text end by asking the user something (its last paragraph ends with ``?``, or
+    the one before a short sign-off does)."""
+    paragraphs = [p.strip() for p in text.strip().split("\n\n") if p.strip()]
+    for i, tail in enumerate(reversed(paragraphs[-2:])):
+        if _QUESTION_END.search(tail):
+            return True
+        last_line = tail.splitlines()[-1] if tail else ""
+        if _QUESTION_END.search(last_line):
+            return True
+        if i == 0 and len(tail) > SIGN_OFF_CHARS:
+            return False  # a long last paragraph is the message's end, not a sign-off
+    return False
 
 
 # -- the exchange before a user message ---------------------------------------------------------

@@ -112,7 +112,16 @@ def _turn_ended_silently(session: Session, result: ToolResultTurn, later: list) 
     nxt = result.ordinal + len(later)
     if nxt >= len(session.turns):
         return False
-    return isinstance(session.turns[nxt], UserTurn)
+    user = session.turns[nxt]
+    if not isinstance(user, UserTurn):
+        return False
+    # words recorded at the very moment of the result came with it (Cline's feedback on a tool
+    # result): the assistant had no step of its own before the user wrote
+    return not (user.time is not None and result.time is not None
+                and abs(user.time - result.time) < SAME_MOMENT_SECONDS)
+
+
+SAME_MOMENT_SECONDS = 1.0
 
 
 def _frozen(table: dict[str, list[str]]) -> tuple[tuple[str, tuple[str, ...]], ...]:

@@ -24,6 +24,8 @@ from forensics.analysis.text import shorten
 @rule("FX007")
 def dangling_call(session: Session, *, resultless_tools: Sequence[str]) -> Iterator[Finding]:
     no_result_expected = {t.lower() for t in resultless_tools}
+    if _keeps_no_results(session):
+        return
     for turn in session.turns:
         if not isinstance(turn, AssistantTurn) or turn.aborted:
             continue
@@ -40,6 +42,18 @@ def dangling_call(session: Session, *, resultless_tools: Sequence[str]) -> Itera
             if result is None and not _session_went_on(session, after):
                 continue  # the transcript ends here: a live session, not a lost result
             yield _finding(session, turn, call, result)
+
+
+NO_RESULTS_FORMAT_CALLS = 3
+"""This many calls and not one result: the format kept no results (a Cline UI stream without
+its API history), so no call can be said to have lost its own. One or two unanswered calls in
+a short session are still judged."""
+
+
+def _keeps_no_results(session: Session) -> bool:
+    calls = sum(len(t.tool_calls) for t in session.turns if isinstance(t, AssistantTurn))
+    return calls >= NO_RESULTS_FORMAT_CALLS and not any(
+        isinstance(t, ToolResultTurn) for t in session.turns)
 
 
 def _never_finished(result: ToolResultTurn) -> bool:
