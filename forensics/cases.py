@@ -41,12 +41,15 @@ def write_cases(result: Any, cases_dir: Path, *, origin: str = "",
                                                          index_href="../../../index.{ext}")]
     except Exception:
         return {}
-    return _links(result.incidents, written, cases_dir.parent)
+    listed = {i.fingerprint for i in report.harness_events(result)}
+    return _links(result.incidents, written, cases_dir.parent, listed)
 
 
-def _links(incidents: list[Any], written: list[Path], base: Path) -> dict[str, str]:
+def _links(incidents: list[Any], written: list[Path], base: Path,
+           listed: set[str] = frozenset()) -> dict[str, str]:
     """Incident -> its page. The reporter writes, per session folder, ``index.*`` and then one
-    file per format for each incident in order; prefer the HTML page."""
+    file per format for each told incident in order; prefer the HTML page. Harness events
+    (``listed``) have no page of their own: they link to the session page that lists them."""
     def rel(p: Path) -> str:
         return p.relative_to(base).as_posix()
 
@@ -55,8 +58,12 @@ def _links(incidents: list[Any], written: list[Path], base: Path) -> dict[str, s
     formats = max(1, len(index))
     fallback = next((p for p in index if p.suffix == ".html"), index[0] if index else None)
     out: dict[str, str] = {}
-    for i, inc in enumerate(incidents):
-        group = pages[i * formats:(i + 1) * formats] if len(pages) == formats * len(incidents) \
+    if fallback is not None:
+        out.update({inc.fingerprint: rel(fallback) for inc in incidents
+                    if inc.fingerprint in listed})
+    told = [inc for inc in incidents if inc.fingerprint not in listed]
+    for i, inc in enumerate(told):
+        group = pages[i * formats:(i + 1) * formats] if len(pages) == formats * len(told) \
             else []
         page = next((p for p in group if p.suffix == ".html"), group[0] if group else fallback)
         if page is not None:
