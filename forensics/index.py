@@ -91,15 +91,32 @@ def _by_rule(incidents: pl.DataFrame) -> list[dict[str, Any]]:
             .sort(["incidents", "code"], descending=[True, False]).to_dicts())
 
 
+def worst_sessions(incidents: pl.DataFrame, sessions: pl.DataFrame,
+                   limit: int | None = None) -> pl.DataFrame:
+    """The sessions with the most of the assistant's mistakes, high ones first. Harness events
+    (aborts, provider errors, compactions) are counted elsewhere and never make a session
+    "worst": in this table ``incidents`` and ``high`` count the other rules only."""
+    import polars as pl
+
+    mistakes = (incidents.filter(pl.col("kind").fill_null("rule") != "harness")
+                .group_by("session_id", "origin")
+                .agg(pl.len().alias("mistakes"),
+                     (pl.col("severity") == "high").sum().alias("mistakes_high")))
+    return (sessions.join(mistakes, on=["session_id", "origin"], how="inner")
+            .with_columns(pl.col("mistakes").alias("incidents"),
+                          pl.col("mistakes_high").alias("high"))
+            .drop("mistakes", "mistakes_high")
+            .sort(["high", "incidents", "turns", "session_id"],
+                  descending=[True, True, True, False])
+            .head(limit or WORST))
+
+
 def summarize_tables(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:
     """Everything the index templates show, as plain rows."""
     import polars as pl
 
     incidents, sessions = tables["incidents"], tables["sessions"]
-    worst = (sessions.filter(pl.col("incidents") > 0)
-             .sort(["high", "incidents", "turns", "session_id"],
-                   descending=[True, True, True, False])
-             .head(WORST))
+    worst = worst_sessions(incidents, sessions)
     first_case = (incidents.filter(pl.col("case").is_not_null())
                   .group_by("session_id", "origin").agg(pl.col("case").first()))
     worst = worst.join(first_case, on=["session_id", "origin"], how="left")

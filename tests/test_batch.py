@@ -484,3 +484,22 @@ def test_notebook_report_exposes_harness_events():
     assert report.harness_counts("agent").to_dicts() == [
         {"agent": "claude-code", "interrupted-turn": 0, "provider-error": 2,
          "context-compaction": 0, "total": 2}]
+
+
+def test_worst_sessions_count_the_assistants_mistakes_not_harness_events():
+    """A session full of user interrupts is not a "worst" session; one failure the assistant
+    ignored is."""
+    from forensics.index import worst_sessions
+
+    incidents = pl.DataFrame({
+        "session_id": ["noisy"] * 5 + ["bad"],
+        "origin": ["a.jsonl"] * 5 + ["b.jsonl"],
+        "kind": ["harness"] * 5 + ["rule"],
+        "severity": ["low"] * 5 + ["high"],
+    })
+    sessions = pl.DataFrame({
+        "session_id": ["noisy", "bad", "clean"], "origin": ["a.jsonl", "b.jsonl", "c.jsonl"],
+        "incidents": [5, 1, 0], "high": [0, 1, 0], "turns": [400, 20, 10]})
+    worst = worst_sessions(incidents, sessions)
+    assert worst["session_id"].to_list() == ["bad"]
+    assert worst.row(0, named=True)["incidents"] == 1 and worst.row(0, named=True)["high"] == 1
