@@ -24,30 +24,9 @@ _FLAG = re.compile(r"(?<![\w/.-])(--[A-Za-z][\w-]*)")
 _ENV_PREFIX = re.compile(r"^(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=\S*\s*(?:&&\s*|;\s*)?")
 
 
-_FIGURE = re.compile(
-    r"\d[\d,]*(?:\.\d+)?\s?(?:[KMGT]?tok/s|tokens?/s|it/s|samples?/s|req/s|[KMGTP]?FLOPS|"
-    r"[KMGT]i?B/s|[KMGT]i?B\b|ms\b|µs\b|%|°C|\s?days?\b|\s?hours?\b|\s?h\b|\s?min(?:utes?)?\b|"
-    r"[x×](?=\W|$)|W\b|\s?epochs?\b|\s?tests?\b|\s?passed\b|\s?failed\b)")
-
-
 def flags_in(command: str) -> list[str]:
     """The long options a command passes (``--tp``, ``--port``), in order."""
     return _FLAG.findall(command)
-
-
-_CONFLICT_PORT = re.compile(
-    r"(?:[Pp]ort|:)\s?(\d{2,5})\b[^\n]*?(?:in use|already allocated|EADDRINUSE|failed)"
-    r"|(?:EADDRINUSE|in use|allocated)[^\n]*?:(\d{2,5})\b")
-
-
-def ports_named(output: str) -> list[str]:
-    """Ports a conflict message names (``Port 5173 is in use``, ``0.0.0.0:5432 failed``)."""
-    out: list[str] = []
-    for m in _CONFLICT_PORT.finditer(output or ""):
-        port = m.group(1) or m.group(2)
-        if port not in out:
-            out.append(port)
-    return out
 
 
 def program(command: str) -> str:
@@ -127,13 +106,3 @@ def result_status(session: Session, result: ToolResultTurn) -> str:
         return _STATUS_WORDS[status]
     return "succeeded" if result.exit_code == 0 else "came back"
 
-
-def figure_sentences(text: str, limit: int = 4) -> list[str]:
-    """Sentences of ``text`` that report figures (numbers with units), the first ``limit`` of
-    them (a report leads with its headline numbers)."""
-    out: list[str] = []
-    for chunk in re.split(r"(?<=[.!?])\s+|\n+", text or ""):
-        chunk = re.sub(r"\*\*|__", "", chunk).strip(" -*#|>")
-        if len(chunk) > 8 and _FIGURE.search(chunk) and not chunk.startswith(("$", "```")):
-            out.append(shorten(chunk, 220))
-    return out[:limit]

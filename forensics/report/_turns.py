@@ -17,7 +17,6 @@ from forensics.analysis import analysis_of
 from forensics.findings import Incident
 from forensics.timeline import utc_text
 from forensics.report._shell import (
-    figure_sentences,
     result_failed,
     result_status,
     strip_env,

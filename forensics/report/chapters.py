@@ -35,6 +35,7 @@ from forensics.report._prose import (
     shorten,
 )
 from forensics.analysis import analysis_of
+from forensics.report import evidence as ev
 from forensics.report._shell import (
     program,
     result_failed,
@@ -217,15 +218,7 @@ def _duplicate_launch(cs: CaseStudy, session: Session, incident: Incident) -> No
 
 def _ignored_tool_error(cs: CaseStudy, session: Session, incident: Incident) -> None:
     turn = session.turns[incident.turn - 1]
-    failed: list[tuple[ToolCall, ToolResultTurn]] = []
-    for call in calls_of(turn):
-        result = session.result_for(call)
-        if result is not None and result_failed(session, result):
-            failed.append((call, result))
-    if not failed and isinstance(turn, ToolResultTurn):
-        pair = session.call_for(turn)
-        if pair:
-            failed.append((pair[1], turn))
+    failed = ev.failed_calls(session, incident)
     for call, result in failed[:2]:
         lines = telling_lines(result.error or result.output, 3)
         named: list[Piece | str] = (

@@ -16,7 +16,7 @@ from forensics.findings import Finding
 from forensics.ingest._opencode import NEVER_FINISHED
 from forensics.model import AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn, UserTurn
 from forensics.rules import rule
-from forensics.rules._walk import STOP_EVENTS, rest_of_exchange, user_stopped
+from forensics.analysis import STOP_EVENTS, analysis_of, user_stopped
 from forensics.analysis.shell import command_of, split_pipelines
 from forensics.analysis.text import shorten
 
@@ -36,7 +36,7 @@ def dangling_call(session: Session, *, resultless_tools: Sequence[str]) -> Itera
             if result is not None and not _never_finished(result):
                 continue
             after = result.ordinal if result is not None else turn.ordinal
-            later = rest_of_exchange(session, after)
+            later = analysis_of(session).rest_of_exchange(after)
             if user_stopped(later) or (result is not None and result.aborted):
                 continue
             if result is None and not _session_went_on(session, after):

@@ -13,7 +13,7 @@ from forensics.findings import Finding
 from forensics.model import EventTurn, Session, ToolResultTurn
 from forensics.rules import rule
 from forensics.rules._harness import event_runs, last_assistant_before
-from forensics.rules._walk import STOP_EVENTS, rest_of_exchange, user_stopped
+from forensics.analysis import STOP_EVENTS, analysis_of, user_stopped
 from forensics.analysis.shell import command_of
 from forensics.analysis.text import shorten
 
@@ -24,7 +24,7 @@ def interrupted_turn(session: Session) -> Iterator[Finding]:
         if isinstance(turn, EventTurn):
             return turn.event in STOP_EVENTS
         return (isinstance(turn, ToolResultTurn) and turn.aborted
-                and not user_stopped(rest_of_exchange(session, turn.ordinal)))
+                and not user_stopped(analysis_of(session).rest_of_exchange(turn.ordinal)))
 
     seen: set[str] = set()
     for run in event_runs(session, stop):
