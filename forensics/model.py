@@ -138,6 +138,9 @@ class ToolResultTurn(_TurnBase):
     aborted: bool = False
     """Aborted or rejected by the user; the assistant had no chance to react."""
     duration_ms: float | None = None
+    status_in_text: bool = False
+    """The format recorded no status for this call, so only its output's text can say it failed
+    (Codex code-mode cells and custom tools, Cline command results without an exit code)."""
 
     @property
     def failed(self) -> bool:

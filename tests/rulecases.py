@@ -107,12 +107,14 @@ def build_case(code: str, raw: dict[str, Any], *, source: str) -> Case:
             if call is None:
                 raise ValueError(f"{source}: case {raw['name']}: result with no open call")
             pending.remove(call)
+            status = dict(exit_code=spec.get("exit"), is_error=spec.get("is_error", False),
+                          error=spec.get("error"), killed=spec.get("killed", False),
+                          timed_out=spec.get("timed_out", False))
+            if raw.get("agent") == "codex" and not set(spec) & {"exit", "is_error", "error"}:
+                status = _codex_status(spec["result"])  # what the Codex reader would record
             turn = ToolResultTurn(
                 call_id=call.call_id, name=call.name, output=spec["result"],
-                exit_code=spec.get("exit"), is_error=spec.get("is_error", False),
-                error=spec.get("error"), killed=spec.get("killed", False),
-                timed_out=spec.get("timed_out", False), aborted=spec.get("aborted", False),
-                **common)
+                aborted=spec.get("aborted", False), **status, **common)
         elif "event" in spec:
             turn = EventTurn(event=spec["event"], text=spec.get("text", ""),
                              detail=spec.get("detail", {}), **common)
@@ -129,3 +131,13 @@ def build_case(code: str, raw: dict[str, Any], *, source: str) -> Case:
     case.session = Session(id=f"case-{code}-{raw['name']}", agent=raw.get("agent", "opencode"),
                            format="case", source=source, turns=turns)
     return case
+
+
+def _codex_status(output: str) -> dict[str, Any]:
+    """The status the Codex reader gives a result that recorded none but its text."""
+    from forensics.ingest.codex import _parse_output
+
+    parsed = _parse_output(output)
+    return dict(exit_code=parsed["exit_code"], is_error=parsed["is_error"],
+                error=parsed["error"], killed=parsed["killed"], timed_out=parsed["timed_out"],
+                status_in_text=parsed["exit_code"] is None and not parsed["is_error"])

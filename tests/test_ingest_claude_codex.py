@@ -356,11 +356,56 @@ def test_codex_shell_command_unwraps_wrappers(argv, expected) -> None:
     ("execution error: Io(Custom { kind: Other })", None, None, True),
     ("{not json", None, None, False),
     ([{"type": "input_text", "text": "Script completed"}], None, None, False),
+    # codex-rs SandboxErr::Denied: the status is only in the text
+    ("failed in sandbox LinuxSeccomp with execution error: sandbox denied exec error, exit "
+     "code: 1, stdout: , stderr: open /home/u/.cache/go-build/x: permission denied", 1, None,
+     True),
+    ("exec_command failed: missing required parameter: cmd", None, None, True),
+    ([{"type": "input_text", "text": "Script failed\nWall time 0.1 seconds\nOutput:\n"},
+      {"type": "input_text", "text": "Script error:\napply_patch verification failed: x"}],
+     None, None, True),
+    ([{"type": "input_text", "text": "Script running with cell ID 1\nWall time 10.1 seconds"}],
+     None, None, False),
 ])
 def test_codex_output_parsing(raw, exit_code, duration, is_error) -> None:
     parsed = codex._parse_output(raw)
     assert (parsed["exit_code"], parsed["duration_ms"], parsed["is_error"]) == (
         exit_code, duration, is_error)
+
+
+def test_codex_text_only_statuses_are_typed_at_read_time() -> None:
+    """A sandbox denial, a sandbox timeout and a failed code-mode cell are failed results as
+    read; a result with no status at all is marked as having its status only in the text."""
+    outputs = [
+        ("function_call_output", "failed in sandbox MacosSeatbelt with execution error: sandbox "
+         "denied exec error, exit code: 2, stdout: , stderr: ls: /x: Operation not permitted"),
+        ("function_call_output", "failed in sandbox LinuxSeccomp with execution error: command "
+         "timed out"),
+        ("custom_tool_call_output", [
+            {"type": "input_text", "text": "Script failed\nWall time 0.0 seconds\nOutput:\n"},
+            {"type": "input_text", "text": "Script error:\nTypeError: x is not a function"}]),
+        ("custom_tool_call_output", [{"type": "input_text", "text": "Script completed\nOutput:\nok"}]),
+    ]
+    lines = [{"timestamp": "2025-11-20T10:00:00.000Z", "type": "session_meta",
+              "payload": {"id": "0b5c7e2a-1111-4222-8333-444455556667", "cwd": "/w"}}]
+    for i, (kind, output) in enumerate(outputs):
+        call = "custom_tool_call" if kind.startswith("custom") else "function_call"
+        lines.append({"timestamp": "2025-11-20T10:00:01.000Z", "type": "response_item",
+                      "payload": {"type": call, "name": "exec" if call != "function_call"
+                                  else "shell", "call_id": f"c{i}",
+                                  "arguments": '{"command": ["bash", "-lc", "ls /x"]}',
+                                  "input": "text('hi')"}})
+        lines.append({"timestamp": "2025-11-20T10:00:02.000Z", "type": "response_item",
+                      "payload": {"type": kind, "call_id": f"c{i}", "output": output}})
+    [s] = read_bytes(b"\n".join(orjson.dumps(x) for x in lines), source="t.jsonl",
+                     format="codex")
+    results = [t for t in s.turns if isinstance(t, ToolResultTurn)]
+    denied, timed_out, cell_failed, cell_ok = results
+    assert (denied.is_error, denied.exit_code, denied.status_in_text) == (True, 2, False)
+    assert denied.error.startswith("failed in sandbox MacosSeatbelt")
+    assert (timed_out.timed_out, timed_out.failed) == (True, True)
+    assert (cell_failed.is_error, cell_failed.error) == (True, "TypeError: x is not a function")
+    assert (cell_ok.failed, cell_ok.status_in_text) == (False, True)
 
 
 # -- format examples ----------------------------------------------------------------------------
@@ -441,9 +486,9 @@ def test_corpus_file_reads_plausibly(path: Path) -> None:
         return
     # The manifest's columns are rough heuristics: tool calls match within a few (Codex web
     # searches are calls here), failures within a factor (we also count apply_patch failures,
-    # exit codes from exec_command_end, sandbox execution errors).
+    # exit codes from exec_command_end, sandbox execution errors, failed code-mode cells).
     assert abs(counts["tool_calls"] - expected["T"]) <= max(5, expected["T"] // 10)
-    assert expected["E"] // 2 <= counts["failed_tools"] <= expected["E"] * 2 + 4
+    assert expected["E"] // 2 <= counts["failed_tools"] <= expected["E"] * 2 + 6
     assert counts["tool_result"] <= counts["tool_calls"] + 2
     if "jazzyalex" not in path.name:  # schema fixtures
         assert counts["user"] >= expected["P"] * 0.8

@@ -76,16 +76,12 @@ class Analysis:
 
     # -- results -------------------------------------------------------------------------
 
-    def outcome(self, result: ToolResultTurn, rules: OutcomeRules | None = None,
-                *, status_in_text_only: bool | None = None) -> Outcome:
+    def outcome(self, result: ToolResultTurn, rules: OutcomeRules | None = None) -> Outcome:
         """How ``result`` ended (with the shared lists unless a rule passes its own)."""
         key = (result.call_id, rules)
         known = self._outcomes.get(key)
         if known is None:
-            text_only = (self.session.agent == "codex" if status_in_text_only is None
-                         else status_in_text_only)
-            known = judge_outcome(result, self.script(self.call_of(result)), rules,
-                            status_in_text_only=text_only)
+            known = judge_outcome(result, self.script(self.call_of(result)), rules)
             self._outcomes[key] = known
         return known
 

@@ -96,10 +96,9 @@ def any_of(patterns: Sequence[str]) -> re.Pattern[str] | None:
 
 
 def outcome(result: ToolResultTurn, command: str | None = None,
-            rules: OutcomeRules | None = None, *, status_in_text_only: bool = False) -> Outcome:
-    """How ``result`` ended. ``command``: the script its call ran (for probes);
-    ``status_in_text_only``: the format records no exit status (Codex), so failure lines in
-    the text count."""
+            rules: OutcomeRules | None = None) -> Outcome:
+    """How ``result`` ended. ``command``: the script its call ran (for probes). Failure lines
+    in the text count only where the format recorded no status (``result.status_in_text``)."""
     rules = rules or shared_rules()
     if result.aborted:
         return Outcome("aborted", "abort")
@@ -125,7 +124,7 @@ def outcome(result: ToolResultTurn, command: str | None = None,
         # a harness's status line sits at the start or the end of the output
         ends = text if len(text) <= 1200 else f"{text[:600]}\n{text[-600:]}"
         m = (rules.exit_text.search(ends) if rules.exit_text else None) or (
-            status_in_text_only and rules.failure_text and rules.failure_text.search(text))
+            result.status_in_text and rules.failure_text and rules.failure_text.search(text))
         if m:
             return Outcome("failed", "text", m.group(0).strip())
     return Outcome("ok", exit_code=result.exit_code)

@@ -544,7 +544,8 @@ class _Builder:
             ordinal=0, anchor=anchor, time=time, call_id=call_id, name=name, output=clip(text),
             exit_code=facts["exit_code"], is_error=flagged or facts["is_error"],
             error=facts["error"], killed=facts["killed"], timed_out=facts["timed_out"],
-            aborted=facts["aborted"])
+            aborted=facts["aborted"],
+            status_in_text=name == "execute_command" and facts["exit_code"] is None)
 
     @staticmethod
     def _event(event: str, anchor: str, time: float | None, text: str, **detail: Any) -> EventTurn:
@@ -730,6 +731,7 @@ class _Builder:
                 result.output = clip(f"{result.output}{text}" if result.output else text)
                 facts = _result_facts(result.output)
                 result.exit_code = facts["exit_code"]
+                result.status_in_text = facts["exit_code"] is None
             elif ask == "use_mcp_server" or say == "use_mcp_server":
                 info = _json(text)
                 data = info if isinstance(info, dict) else {"text": text}

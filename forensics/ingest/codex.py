@@ -176,7 +176,8 @@ def _content_text(content: Any) -> tuple[str, int]:
 def _parse_output(raw: Any) -> dict[str, Any]:
     """Output text and status of a tool output payload, however this build encoded it."""
     out: dict[str, Any] = {"output": "", "exit_code": None, "duration_ms": None,
-                           "is_error": False, "error": None}
+                           "is_error": False, "error": None, "timed_out": False,
+                           "killed": False}
     if isinstance(raw, dict):
         if isinstance(raw.get("success"), bool) and not raw["success"]:
             out["is_error"] = True
@@ -184,6 +185,7 @@ def _parse_output(raw: Any) -> dict[str, Any]:
     if isinstance(raw, list):
         text, images = _content_text(raw)
         out["output"] = text + ("\n[image]" * images if images else "")
+        _status_in_text(text, out)
         return out
     if not isinstance(raw, str):
         return out
@@ -220,11 +222,44 @@ def _parse_output(raw: Any) -> dict[str, Any]:
                 out["duration_ms"] = round(float(match.group(1)) * 1000.0, 3)
             except ValueError:
                 pass
-    first = text.lstrip()[:200]
-    if first.startswith(("execution error:", "apply_patch verification failed")):
-        out["is_error"] = True
-        out["error"] = first.split("\n", 1)[0]
+    _status_in_text(text, out)
     return out
+
+
+_SANDBOX_EXIT = re.compile(r"exit code: (-?\d+)")
+_SCRIPT_ERROR = re.compile(r"^Script error:\s*\n?(.+)", re.M)
+
+
+def _status_in_text(text: str, out: dict[str, Any]) -> None:
+    """Type the failures Codex reports only in the text of an output, at read time.
+
+    * ``failed in sandbox <kind> with execution error: sandbox denied exec error, exit code: N,
+      stdout: …, stderr: …`` (codex-rs ``SandboxErr::Denied``): failed, with that exit code;
+      ``… command timed out`` / ``… killed by a signal`` are the sandbox's timeout and signal;
+    * ``execution error: …``, ``exec_command failed: …``, ``apply_patch verification failed``:
+      the harness refused or could not run the call;
+    * a code-mode ``exec`` cell headed ``Script failed``: failed, with its ``Script error:`` line.
+    """
+    first = text.lstrip()[:300]
+    line = first.split("\n", 1)[0]
+    if first.startswith("failed in sandbox"):
+        out["is_error"] = True
+        out["error"] = line.split(", stdout:", 1)[0]
+        code = _SANDBOX_EXIT.search(line)
+        if code and out["exit_code"] is None:
+            out["exit_code"] = int(code.group(1))
+        if "command timed out" in line:
+            out["timed_out"] = True
+        elif "killed by a signal" in line:
+            out["killed"] = True
+    elif first.startswith(("execution error:", "apply_patch verification failed",
+                           "exec_command failed:")):
+        out["is_error"] = True
+        out["error"] = line
+    elif first.startswith("Script failed"):
+        out["is_error"] = True
+        why = _SCRIPT_ERROR.search(text[:4000])
+        out["error"] = why.group(1).strip()[:300] if why else line
 
 
 class _Reader:
@@ -482,7 +517,7 @@ class _Reader:
         parsed = _parse_output(item.get("output"))
         head = parsed["output"][:1000].lstrip()[:300]
         aborted = "aborted by user" in head
-        timed_out = "command timed out" in head.lower()
+        timed_out = parsed["timed_out"] or "command timed out" in head.lower()
         existing = self.results.get(call_id) if call_id else None
         if existing is not None:  # exec_command_end came first
             existing.output = clip(parsed["output"]) or existing.output
@@ -493,12 +528,14 @@ class _Reader:
             existing.error = existing.error or parsed["error"]
             existing.aborted = existing.aborted or aborted
             existing.timed_out = existing.timed_out or timed_out
+            existing.killed = existing.killed or parsed["killed"]
             return
         turn = ToolResultTurn(
             ordinal=0, anchor=f"L{line}", line=line, time=time, call_id=call_id,
             name=self.call_names.get(call_id, ""), output=clip(parsed["output"]),
             exit_code=parsed["exit_code"], is_error=parsed["is_error"], error=parsed["error"],
-            killed=parsed["exit_code"] in (137, 143), timed_out=timed_out, aborted=aborted,
+            killed=parsed["killed"] or parsed["exit_code"] in (137, 143),
+            timed_out=timed_out, aborted=aborted,
             duration_ms=parsed["duration_ms"])
         self.turns.append(turn)
         if call_id:
@@ -638,6 +675,8 @@ class _Reader:
 
     def finish(self) -> Session:
         self._close_step()
+        for turn in self.results.values():
+            turn.status_in_text = turn.exit_code is None and not turn.is_error
         if self.records == 0:
             first_bad = next((i.line for i in self.issues if i.line), None)
             raise IngestError(self.source, "no readable Codex records", line=first_bad)
