@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from forensics.analysis.commands import Command, parse_script
-from forensics.analysis.ledger import Knowledge, Ledger, build_ledger
+from forensics.analysis.ledger import Knowledge, Ledger, build_ledger, shipped_knowledge
 from forensics.analysis.outcome import Outcome, OutcomeRules
 from forensics.analysis.outcome import outcome as judge_outcome
 from forensics.analysis.shell import command_of
@@ -111,6 +111,13 @@ class Analysis:
     def latest_ledger(self) -> Ledger | None:
         """The ledger a rule last built for this session (None: no rule asked for one)."""
         return next(reversed(self._ledgers.values()))[1] if self._ledgers else None
+
+    def process_ledger(self) -> Ledger:
+        """The session's process ledger for a rule that does not own the process knowledge: the
+        one the duplicate-launch rule built (under the user's config), else one under the
+        shipped knowledge (that rule not selected)."""
+        latest = self.latest_ledger()
+        return latest if latest is not None else self.ledger(shipped_knowledge())
 
     def ledger(self, know: Knowledge) -> Ledger:
         """The process ledger under ``know`` (built once per knowledge)."""

@@ -35,8 +35,10 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import cache
 from typing import Any, ClassVar
 
+from forensics.resources import rules_dir
 from forensics.model import AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn, UserTurn
 from forensics.analysis.params import build as build_params
 from forensics.analysis.params import require_names, resolve_references
@@ -165,6 +167,8 @@ class Launch:
     killed_at_once: bool = False
     result_words: str = ""
     """The line of its own result that showed the conflict or the kill."""
+    death_words: str = ""
+    """The line of its output or log that showed it crashed (the exception, the fatal error)."""
 
     def state_before(self, clock: Clock) -> tuple[State, Change | None]:
         state, last = State.ALIVE, None
@@ -275,6 +279,7 @@ PARAM_NAMES = frozenset({
     "conflict_port_patterns", "crash_patterns", "killed_patterns", "up_patterns",
     "health_ok_patterns", "health_check_commands", "down_patterns", "user_up_words",
     "relaunch_request_words", "failure_words", "script_child_names", "resume_gap_minutes",
+    "file_read_tools",
 })
 
 
@@ -297,6 +302,8 @@ class Knowledge:
     skip_fast: frozenset[str]
     """Inert programs that no kill form names either: a pipeline starting with one is skipped."""
     log_reader: re.Pattern[str] | None
+    file_read_tools: frozenset[str]
+    """Tools that read a file by path (``Read``, ``read``): a read of a launch's log."""
     process_lister: re.Pattern[str] | None
     port_patterns: list[re.Pattern[str]]
     bound_ports: list[re.Pattern[str]]
@@ -365,6 +372,7 @@ class Knowledge:
             inert=inert,
             skip_fast=skip_fast,
             log_reader=reader,
+            file_read_tools=frozenset(params["file_read_tools"]),
             process_lister=lister,
             port_patterns=[_compile(p) for p in params["port_patterns"]],
             bound_ports=[_compile(p) for p in params["bound_port_patterns"]],
@@ -762,6 +770,8 @@ class Tracker:
             script = command_of(call)
             if script:
                 self._probe_output(script, res, out, clock)
+            elif call.name in k.file_read_tools:
+                self._file_read(call, res, out, clock)
         elif call is not None and launches:
             script = command_of(call)
             if script and k.health and k.health.search(script):
@@ -855,7 +865,10 @@ class Tracker:
         if launch.state is State.ENDED:
             return
         if (word in ("completed", "failed", "killed", "exited") or exited) \
-                and not launch.background:
+                and (not launch.background or launch.harness_only):
+            # the task is the job itself when only the harness sent it to the background
+            if launch.harness_only and self._read_log(launch, out, clock, res.ordinal):
+                return
             launch.end(clock, "exit", f"its task reported {word or 'exit'} ({res.anchor})",
                        res.ordinal)
             return
@@ -863,30 +876,35 @@ class Tracker:
         self._read_log(launch, out, clock, res.ordinal, running=running)
 
     def _read_log(self, launch: Launch, out: str, clock: Clock, ordinal: int,
-                  running: bool = False) -> None:
-        """What the launch's own output or log says; ``running``: the harness says it still is."""
+                  running: bool = False) -> bool:
+        """What the launch's own output or log says; ``running``: the harness says it still is.
+        True when it showed the launch ended (a crash, a taken port)."""
         k = self.k
         if launch.state is State.ENDED:
-            return
-        if k.conflict and k.conflict.search(out) and not running:
+            return False
+        conflict = k.conflict.search(out) if k.conflict and not running else None
+        if conflict is not None:
             launch.conflict = True
             self._conflict_port(launch, out)
             if _moved_port(out, k):
                 launch.moved = True
             else:
+                launch.result_words = line_at(out, conflict.start(), 120)
                 launch.end(clock, "conflict", "its output showed its port was already taken",
                            ordinal)
-                return
+                return True
         last_up = _last(k.up, out)
         last_crash = _last(k.crash, out)
         if last_crash > last_up and not running:
+            launch.death_words = _death_line(out, last_crash)
             launch.end(clock, "crash", "its output showed it crashed", ordinal)
-            return
+            return True
         if last_up >= 0 and launch.state is State.ALIVE:
             launch.signals.append(Signal(clock, "output", ordinal, line_at(out, last_up)))
         bound = _bound_port(out, k)
         if bound is not None:
             launch.port = bound
+        return False
 
     def _probe_output(self, script: str, res: ToolResultTurn, out: str, clock: Clock) -> None:
         """Health checks, log reads and process listings after a launch."""
@@ -903,6 +921,21 @@ class Tracker:
         if k.process_lister and k.process_lister.search(script):
             self.checks.append(Check(res.ordinal, res.anchor, "listing"))
             self._pids_from_listing(script, out)
+
+    def _file_read(self, call: ToolCall, res: ToolResultTurn, out: str, clock: Clock) -> None:
+        """A file-read tool (Claude Code ``Read``, opencode ``read``…) on a launch's log."""
+        path = next((v for key in ("file_path", "filePath", "path", "absolute_path")
+                     if isinstance(v := call.input.get(key), str) and v), "")
+        if not path or res.failed:
+            return
+        wanted = path.replace("\\", "/")
+        for name, launches in self.log_names.items():
+            plain = name.replace("\\", "/").removeprefix("./")
+            if wanted == plain or wanted.endswith("/" + plain.lstrip("/")):
+                self.checks.append(Check(res.ordinal, res.anchor, "log"))
+                for launch in launches:
+                    if launch.state is State.ALIVE and launch.result is not None:
+                        self._read_log(launch, out, clock, res.ordinal)
 
     def _health(self, port: int, res: ToolResultTurn, out: str, clock: Clock,
                 fallback: bool = False) -> None:
@@ -930,7 +963,7 @@ class Tracker:
         if state is State.ALIVE:
             latest.signals.append(Signal(clock, "health", res.ordinal, text))
         elif change is not None and change.kind in ("kill-pid", "resume", "kill-unresolved",
-                                                    "kill-harness"):
+                                                    "kill-harness", "crash"):
             latest.end(clock, "revived",
                        f"port {port} still answered at {res.anchor} after {change.reason}",
                        res.ordinal, State.ALIVE)
@@ -1080,6 +1113,15 @@ def _moved_port(out: str, k: Knowledge) -> bool:
     return bool(k.moved_port and k.moved_port.search(out))
 
 
+def _death_line(out: str, crash_at: int) -> str:
+    """The line that tells how it died: the last non-frame line of a traceback that starts at
+    ``crash_at`` (``OSError: [Errno 98] Address already in use``), else the crash line."""
+    tail = [ln.strip() for ln in out[crash_at:].splitlines() if ln.strip()]
+    telling = [ln for ln in tail[1:] if not ln.startswith(("File ", "at ", "^", "~"))
+               and re.match(r"[\w.]+(?:Error|Exception|Exit|Interrupt)\b|\w+Error:", ln)]
+    return _short(telling[-1] if telling else line_at(out, crash_at), 120)
+
+
 def _last(pattern: re.Pattern[str] | None, text: str) -> int:
     if pattern is None:
         return -1
@@ -1099,6 +1141,16 @@ def _signature(launch: Launch) -> str:
             if launch.server.split("-")[0] in t.lower():
                 return t.strip("'")
     return " ".join(toks[:2]).strip("'") if len(toks) > 1 else ""
+
+
+@cache
+def shipped_knowledge() -> Knowledge:
+    """The process knowledge as shipped: the ``[params]`` of the duplicate-launch rule file,
+    which owns it, for a reader of the ledger when that rule did not run."""
+    import tomllib
+
+    [path] = sorted(rules_dir().glob("*-duplicate-launch.toml"))
+    return Knowledge.build(**tomllib.loads(path.read_text(encoding="utf-8"))["params"])
 
 
 def track(session: Session, know: Knowledge) -> list[Launch]:

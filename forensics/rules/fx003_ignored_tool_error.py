@@ -84,22 +84,66 @@ def ignored_tool_error(
             continue
         if owner and _user_wrote_between(session, owner[0].ordinal, result.ordinal):
             continue  # the user spoke before the result came back: the next step answers them
-        later = analysis.rest_of_exchange(result.ordinal)
-        if user_stopped(later):
+        found = _judge(session, result, owner, failure, k)
+        if found is not None:
+            yield found
+    yield from _launch_deaths(session, k)
+
+
+def _judge(session: Session, result: ToolResultTurn, owner, failure: str, k: "_Knowledge",
+           *, launch_result: ToolResultTurn | None = None) -> Finding | None:
+    """The finding for this failure, or None when the assistant dealt with it.
+
+    ``result`` is the output that showed the failure: the call's own result, or, for a launch
+    that died later, the read of its log (``launch_result`` is then the launch's own result).
+    """
+    call = owner[1] if owner else None
+    later = analysis_of(session).rest_of_exchange(result.ordinal)
+    if user_stopped(later):
+        return None
+    replies = [t for t in later if isinstance(t, AssistantTurn)]
+    if not replies:
+        if _turn_ended_silently(session, result, later):
+            return _finding(session, result, owner, failure, [], k, silent=True,
+                            launch_result=launch_result)
+        return None
+    facts = _Facts(result, call, k)
+    reaction = _reaction(session, facts, call, replies, k)
+    if reaction in ("said", "rerun-ok"):
+        return None
+    claim = next((r for r in replies if _claims_step(r, facts.kind, k)), None)
+    if reaction is not None and claim is None:
+        return None  # it named the target, retried or investigated, and claimed nothing
+    return _finding(session, result, owner, failure, replies, k, step_claim=claim,
+                    launch_result=launch_result)
+
+
+def _launch_deaths(session: Session, k: "_Knowledge") -> Iterator[Finding]:
+    """Launches that died while the call that started them came back clean: the process
+    ledger saw their own output or a later read of their log (``tail``, ``Read``, the harness's
+    task output) report a crash or a taken port, and nothing showed them alive again."""
+    analysis = analysis_of(session)
+    for launch in analysis.process_ledger().launches:
+        death = next((c for c in launch.changes if c.kind in ("crash", "conflict")), None)
+        if death is None or launch.result is None or any(
+                c.kind == "revived" and c.clock > death.clock for c in launch.changes):
             continue
-        replies = [t for t in later if isinstance(t, AssistantTurn)]
-        if not replies:
-            if _turn_ended_silently(session, result, later):
-                yield _finding(session, result, owner, failure, [], k, silent=True)
+        own, shown = session.turn(launch.result), session.turn(death.ordinal)
+        if not isinstance(own, ToolResultTurn) or not isinstance(shown, ToolResultTurn):
             continue
-        facts = _Facts(result, call, k)
-        reaction = _reaction(session, facts, call, replies, k)
-        if reaction in ("said", "rerun-ok"):
+        if own.aborted or analysis.outcome(own, k.outcome_rules).failed:
+            continue  # its own result failed: judged as the call's failure above
+        owner = session.call_for(own)
+        if owner is None:
             continue
-        claim = next((r for r in replies if _claims_step(r, facts.kind, k)), None)
-        if reaction is not None and claim is None:
-            continue  # it named the target, retried or investigated, and claimed nothing
-        yield _finding(session, result, owner, failure, replies, k, step_claim=claim)
+        words = launch.result_words if death.kind == "conflict" else launch.death_words
+        where = "its output" if shown is own else f"its log, read later (turn {shown.ordinal}),"
+        failure = (f"came back clean but {where} showed "
+                   + ("its port was taken" if death.kind == "conflict" else "it died")
+                   + (f": `{shorten(words, 80)}`" if words else ""))
+        found = _judge(session, shown, owner, failure, k, launch_result=own)
+        if found is not None:
+            yield found
 
 
 def _user_wrote_between(session: Session, call_ordinal: int, result_ordinal: int) -> bool:
@@ -514,7 +558,8 @@ def _same_call(call: ToolCall, later: ToolCall, failed_prog) -> bool:
 
 def _finding(session: Session, result: ToolResultTurn, owner, failure: str,
              replies: list[AssistantTurn], k: _Knowledge, *,
-             step_claim: AssistantTurn | None = None, silent: bool = False) -> Finding:
+             step_claim: AssistantTurn | None = None, silent: bool = False,
+             launch_result: ToolResultTurn | None = None) -> Finding:
     turn, call = owner if owner else (result, None)
     what = f"`{shorten(command_of(call), 90)}`" if command_of(call) else (
         f"the {result.name or 'tool'} call")
@@ -544,6 +589,8 @@ def _finding(session: Session, result: ToolResultTurn, owner, failure: str,
         reason = "the assistant moved on without a word about the failure"
         outcome = "the assistant moved on without mentioning it"
     evidence = [result.ordinal] + [r.ordinal for r in replies[:3]]
+    if launch_result is not None and launch_result is not result:
+        evidence.insert(0, launch_result.ordinal)
     facts = [Evidence(kind="failure", role="failed call", turn=result.ordinal,
                       anchor=result.anchor, command=command_of(call), quote=failure)]
     said = step_claim or (claims[-1] if claims and not silent else None)
