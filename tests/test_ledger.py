@@ -310,3 +310,82 @@ def test_equivalence_by_command_directory_and_port() -> None:
     assert not port3001.equivalent(moved)  # 3001 asked for vs 5173 found taken
     assert vite.equivalent(moved)  # it tried vite's 5173 and came up on 5174
     assert moved.port == 5174 and moved.conflict_port == 5173 and moved.moved
+
+
+# -- subagents: the child's own file ------------------------------------------------------------
+
+def _claude_lines(session_id: str, steps: list[tuple[str, object]], *, sidechain: bool,
+                  agent_id: str | None = None) -> str:
+    """A Claude Code transcript: ("user", text), ("bash", command), ("task", prompt),
+    ("result", (call index, text))."""
+    import json
+
+    lines, parent, n = [], None, 0
+
+    def emit(kind: str, content: object) -> None:
+        nonlocal parent, n
+        n += 1
+        uid = f"{session_id[:8]}-0000-4000-8000-{n:012d}"
+        rec = {"parentUuid": parent, "isSidechain": sidechain, "userType": "external",
+               "cwd": "/w", "sessionId": session_id, "version": "2.1.63", "uuid": uid,
+               "timestamp": f"2026-01-01T10:{n:02d}:00.000Z", "type": kind,
+               "message": {"role": kind, "content": content}}
+        if agent_id:
+            rec["agentId"] = agent_id
+        if kind == "assistant":
+            rec["message"].update({"id": f"msg_{n}", "model": "claude-x", "type": "message"})
+        lines.append(json.dumps(rec))
+        parent = uid
+
+    for kind, value in steps:
+        if kind == "user":
+            emit("user", value)
+        elif kind in ("bash", "task"):
+            name, key = ("Bash", "command") if kind == "bash" else ("Task", "prompt")
+            emit("assistant", [{"type": "tool_use", "id": f"toolu_{n}", "name": name,
+                                "input": {key: value, "description": "x"}}])
+        elif kind == "result":
+            call, text = value
+            emit("user", [{"type": "tool_result", "tool_use_id": f"toolu_{call}",
+                           "content": text}])
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("child_kills_it, flagged", [(False, True), (True, False)])
+def test_a_subagents_own_file_tells_what_it_left_running(tmp_path, child_kills_it,
+                                                          flagged) -> None:
+    """The parent's Task result says nothing about a server; the child's own file (beside the
+    parent, in subagents/) shows it launched one and, or not, killed it."""
+    from forensics.engine import scan_session
+    from forensics.ingest import load
+
+    parent_id, agent = "7c0a1b2c-3d4e-4f50-8a6b-7c8d9e0f1a2b", "a9f3c1d2e4b5"
+    child_steps = [("user", "start the api and check it"),
+                   ("bash", "nohup uvicorn app:api --port 8000 > api.log 2>&1 &"),
+                   ("result", (1, ""))]
+    if child_kills_it:
+        child_steps += [("bash", "pkill -f 'uvicorn app:api'"), ("result", (3, ""))]
+    folder = tmp_path / parent_id / "subagents"
+    folder.mkdir(parents=True)
+    (folder / f"agent-{agent}.jsonl").write_text(
+        _claude_lines(parent_id, child_steps, sidechain=True, agent_id=agent))
+    parent_file = tmp_path / f"{parent_id}.jsonl"
+    parent_file.write_text(_claude_lines(parent_id, [
+        ("user", "get the api checked"),
+        ("task", "Start the API and check /health"),
+        ("result", (1, f"Done: /health answers.\nagentId: {agent} (for resuming to continue "
+                       "this agent's work if needed)")),
+        ("bash", "nohup uvicorn app:api --port 8000 > api.log 2>&1 &"),
+        ("result", (3, "")),
+    ], sidechain=False))
+    [parent] = [s for s in load(parent_file) if s.parent_id is None]
+    found = [i for i in scan_session(parent).incidents if i.code == "FX002"]
+    if not flagged:
+        assert found == []
+        return
+    [incident] = found
+    assert incident.anchor == parent.turn(4).anchor  # the parent's relaunch tool_use line
+    assert "its subagent" in incident.message and incident.severity == "medium"
+    [earlier] = [f for f in incident.facts if f.role == "earlier launch"]
+    assert earlier.command == "nohup uvicorn app:api --port 8000 > api.log 2>&1"
+    assert earlier.anchor == parent.turn(2).anchor  # the Task call

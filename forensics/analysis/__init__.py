@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from forensics.analysis.commands import Command, parse_script
+from forensics.analysis.family import child_session
 from forensics.analysis.ledger import Knowledge, Ledger, build_ledger, shipped_knowledge
 from forensics.analysis.outcome import Outcome, OutcomeRules
 from forensics.analysis.outcome import outcome as judge_outcome
@@ -123,7 +124,8 @@ class Analysis:
         """The process ledger under ``know`` (built once per knowledge)."""
         kept = self._ledgers.get(id(know))
         if kept is None or kept[0] is not know:
-            kept = self._ledgers[id(know)] = (know, build_ledger(self.session, know))
+            kept = self._ledgers[id(know)] = (know, build_ledger(self.session, know,
+                                                                 child_session))
         return kept[1]
 
 

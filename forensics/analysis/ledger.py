@@ -32,7 +32,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cache
@@ -79,7 +79,7 @@ class Signal:
     """Evidence that a launch was up: a health check, its own ready line, the user's word."""
 
     clock: Clock
-    kind: str  # health, output, user, running
+    kind: str  # health, output, user, running, subagent
     ordinal: int
     text: str = ""
     """The words that said so (the answer's first line, the ready line, the user's message)."""
@@ -169,6 +169,8 @@ class Launch:
     """The line of its own result that showed the conflict or the kill."""
     death_words: str = ""
     """The line of its output or log that showed it crashed (the exception, the fatal error)."""
+    delegated: bool = False
+    """Started by a subagent (its call's result or its own file says it was left running)."""
 
     def state_before(self, clock: Clock) -> tuple[State, Change | None]:
         state, last = State.ALIVE, None
@@ -279,7 +281,7 @@ PARAM_NAMES = frozenset({
     "conflict_port_patterns", "crash_patterns", "killed_patterns", "up_patterns",
     "health_ok_patterns", "health_check_commands", "down_patterns", "user_up_words",
     "relaunch_request_words", "failure_words", "script_child_names", "resume_gap_minutes",
-    "file_read_tools",
+    "file_read_tools", "delegate_tools", "delegated_running_patterns", "delegated_stop_words",
 })
 
 
@@ -304,6 +306,12 @@ class Knowledge:
     log_reader: re.Pattern[str] | None
     file_read_tools: frozenset[str]
     """Tools that read a file by path (``Read``, ``read``): a read of a launch's log."""
+    delegate_tools: frozenset[str]
+    """Tools that run a subagent (``Task``, opencode ``task``): what it leaves running lives on."""
+    delegated_running: list[re.Pattern[str]]
+    """A subagent's result saying a process it started still runs, group 1 the port."""
+    delegated_stop: re.Pattern[str] | None
+    """Words that, in the same sentence, say the subagent stopped it again."""
     process_lister: re.Pattern[str] | None
     port_patterns: list[re.Pattern[str]]
     bound_ports: list[re.Pattern[str]]
@@ -373,6 +381,9 @@ class Knowledge:
             skip_fast=skip_fast,
             log_reader=reader,
             file_read_tools=frozenset(params["file_read_tools"]),
+            delegate_tools=frozenset(params["delegate_tools"]),
+            delegated_running=[_compile(p) for p in params["delegated_running_patterns"]],
+            delegated_stop=_words(params["delegated_stop_words"]),
             process_lister=lister,
             port_patterns=[_compile(p) for p in params["port_patterns"]],
             bound_ports=[_compile(p) for p in params["bound_port_patterns"]],
@@ -429,9 +440,12 @@ class _Script:
 class Tracker:
     """Walks a session once and builds every launch with its state over time."""
 
-    def __init__(self, session: Session, know: Knowledge) -> None:
+    def __init__(self, session: Session, know: Knowledge,
+                 children: "ChildLoader | None" = None) -> None:
         self.session = session
         self.k = know
+        self.children = children
+        """Finds the session file of a subagent call's child, when it is at hand."""
         self.launches: list[Launch] = []
         self.by_call: dict[str, list[Launch]] = {}
         self.by_handle: dict[str, Launch] = {}
@@ -747,6 +761,9 @@ class Tracker:
         clock = (res.ordinal, 0, 0)
         call_info = self.session.call_for(res)
         call = call_info[1] if call_info else None
+        if call and call.name in k.delegate_tools and call_info is not None:
+            self._delegated(call_info[0], call, res)
+            return
         if call and call.name in k.harness_poll_tools:
             handle = str(call.input.get(k.harness_poll_tools[call.name], ""))
             launch = self.by_handle.get(handle)
@@ -921,6 +938,56 @@ class Tracker:
         if k.process_lister and k.process_lister.search(script):
             self.checks.append(Check(res.ordinal, res.anchor, "listing"))
             self._pids_from_listing(script, out)
+
+    def _delegated(self, turn: AssistantTurn, call: ToolCall, res: ToolResultTurn) -> None:
+        """A subagent returned: the processes it left running are alive in this session.
+
+        Its own file, when at hand, tells (its ledger: launches still alive at its end, with
+        their commands and ports); else its result's words do (\"now running on port 8000\"),
+        unless the same sentence says it stopped them.
+        """
+        if res.aborted or res.failed:
+            return
+        clock = (res.ordinal, 0, 0)
+        child = self.children(self.session, call, res) if self.children else None
+        if child is not None:
+            for left in Tracker(child, self.k, self.children).run():
+                if left.state is not State.ALIVE:
+                    continue
+                launch = self._delegated_launch(turn, call, res, clock, left.command,
+                                                left.port, left.port_explicit)
+                launch.normalized, launch.server, launch.cwd = (left.normalized, left.server,
+                                                                left.cwd)
+                launch.requested_port = left.requested_port
+                launch.weak, launch.reconciling = left.weak, left.reconciling
+                if left.signals:
+                    launch.signals.append(Signal((res.ordinal, 0, 1), "subagent", res.ordinal,
+                                                 left.signals[-1].text, res.anchor))
+            return
+        for sentence in re.split(r"(?<=[.!?。！？])\s+|\n+", res.output or "")[:200]:
+            for pat in self.k.delegated_running:
+                m = pat.search(sentence)
+                if not m or (self.k.delegated_stop and self.k.delegated_stop.search(sentence)):
+                    continue
+                words = _short(sentence.strip(), 100)
+                launch = self._delegated_launch(turn, call, res, clock,
+                                                f"(left running by a subagent) {words}",
+                                                int(m.group(1)), True)
+                launch.signals.append(Signal((res.ordinal, 0, 1), "subagent", res.ordinal, words,
+                                             res.anchor))
+                break
+
+    def _delegated_launch(self, turn: AssistantTurn, call: ToolCall, res: ToolResultTurn,
+                          clock: Clock, command: str, port: int | None,
+                          explicit: bool) -> Launch:
+        launch = Launch(
+            seq=len(self.launches), command=command, normalized="", server=None, port=port,
+            port_explicit=explicit, background=True, detached=True, weak=False,
+            reconciling=False, cwd=None, turn=turn.ordinal, anchor=call.anchor, clock=clock,
+            call_id=call.call_id, time=res.time, result=res.ordinal, result_anchor=res.anchor,
+            requested_port=port, delegated=True)
+        self.launches.append(launch)
+        return launch
 
     def _file_read(self, call: ToolCall, res: ToolResultTurn, out: str, clock: Clock) -> None:
         """A file-read tool (Claude Code ``Read``, opencode ``read``…) on a launch's log."""
@@ -1153,11 +1220,17 @@ def shipped_knowledge() -> Knowledge:
     return Knowledge.build(**tomllib.loads(path.read_text(encoding="utf-8"))["params"])
 
 
-def track(session: Session, know: Knowledge) -> list[Launch]:
+ChildLoader = Callable[[Session, ToolCall, ToolResultTurn], "Session | None"]
+"""Finds the child session a subagent call ran, when its file is at hand (else None)."""
+
+
+def track(session: Session, know: Knowledge,
+          children: ChildLoader | None = None) -> list[Launch]:
     """Every long-running launch in ``session``, with its state changes and up signals."""
-    return Tracker(session, know).run()
+    return Tracker(session, know, children).run()
 
 
-def build_ledger(session: Session, know: Knowledge) -> Ledger:
+def build_ledger(session: Session, know: Knowledge,
+                 children: ChildLoader | None = None) -> Ledger:
     """The process ledger of ``session``: launches with their events, and every kill."""
-    return Tracker(session, know).ledger()
+    return Tracker(session, know, children).ledger()

@@ -103,11 +103,14 @@ def _finding(later: Launch, first: Launch, ledger: Ledger, *, resumed: bool) -> 
     port = later.requested_port or (first.port if later.moved else later.port)
     port = f" (port {port})" if port else ""
     where = f"the launch at {first.anchor}"
-    if first.normalized != later.normalized and first.port == later.port:
+    if first.delegated:
+        where = f"the process its subagent ({first.anchor}) left running"
+    elif first.normalized != later.normalized and first.port == later.port:
         where = f"{_code(first.normalized or first.command)} from {first.anchor}, on the same port,"
     user = next((s for s in reversed(signals) if s.kind == "user"), None)
     health = next((s for s in reversed(signals) if s.kind == "health"), None)
     ready = next((s for s in reversed(signals) if s.kind == "output"), None)
+    told = next((s for s in reversed(signals) if s.kind == "subagent"), None)
 
     facts = _facts(later, first, ledger, signals)
     if resumed:
@@ -144,6 +147,9 @@ def _finding(later: Launch, first: Launch, ledger: Ledger, *, resumed: bool) -> 
     elif ready:
         reasons.append(f"its own output said it was up ({ready.text})")
         clauses.append(f"its output had said it was up ({ready.text})")
+    elif told:
+        reasons.append(f"the subagent's result said it was running (\"{told.text}\")")
+        clauses.append(f"the subagent had said \"{told.text}\"")
     if later.conflict or later.killed_at_once:
         severity, reason = "high", "; ".join(reasons)
     elif first.weak or later.weak:
@@ -169,7 +175,8 @@ def _finding(later: Launch, first: Launch, ledger: Ledger, *, resumed: bool) -> 
 
 
 _SIGNAL_ROLES = {"health": "health check that answered", "output": "its output said it was up",
-                 "user": "user said it was up", "running": "harness said it was running"}
+                 "user": "user said it was up", "running": "harness said it was running",
+                 "subagent": "subagent said it was running"}
 
 
 def _facts(later: Launch, first: Launch, ledger: Ledger, signals: list[Signal]) -> list[Evidence]:
