@@ -65,7 +65,8 @@ class Change:
     clock: Clock
     state: State
     kind: str
-    """exit, timeout, abort, killed, crash, conflict, kill-pid, kill-pattern, kill-name,
+    """exit, timeout, abort, killed, crash, crash-after-up (a traceback after its ready line: a
+    later answer from its port revives it), conflict, kill-pid, kill-pattern, kill-name,
     kill-port, kill-container, kill-group, kill-session, kill-harness, kill-unresolved,
     resume, revived, expired."""
     reason: str
@@ -914,7 +915,9 @@ class Tracker:
         last_crash = _last(k.crash, out)
         if last_crash > last_up and not running:
             launch.death_words = _death_line(out, last_crash)
-            launch.end(clock, "crash", "its output showed it crashed", ordinal)
+            # after its ready line, a traceback may be a request's error in a live server
+            kind = "crash-after-up" if last_up >= 0 else "crash"
+            launch.end(clock, kind, "its output showed it crashed", ordinal)
             return True
         if last_up >= 0 and launch.state is State.ALIVE:
             launch.signals.append(Signal(clock, "output", ordinal, line_at(out, last_up)))
@@ -1030,7 +1033,7 @@ class Tracker:
         if state is State.ALIVE:
             latest.signals.append(Signal(clock, "health", res.ordinal, text))
         elif change is not None and change.kind in ("kill-pid", "resume", "kill-unresolved",
-                                                    "kill-harness", "crash"):
+                                                    "kill-harness", "crash-after-up"):
             latest.end(clock, "revived",
                        f"port {port} still answered at {res.anchor} after {change.reason}",
                        res.ordinal, State.ALIVE)

@@ -124,7 +124,8 @@ def _launch_deaths(session: Session, k: "_Knowledge") -> Iterator[Finding]:
     task output) report a crash or a taken port, and nothing showed them alive again."""
     analysis = analysis_of(session)
     for launch in analysis.process_ledger().launches:
-        death = next((c for c in launch.changes if c.kind in ("crash", "conflict")), None)
+        death = next((c for c in launch.changes
+                      if c.kind in ("crash", "crash-after-up", "conflict")), None)
         if death is None or launch.result is None or any(
                 c.kind == "revived" and c.clock > death.clock for c in launch.changes):
             continue
