@@ -20,8 +20,11 @@ before it and no words about the failure, makes the finding high whatever the ca
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
-from functools import lru_cache
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 import orjson
 
@@ -45,34 +48,8 @@ _NAMES = re.compile(r"\b[A-Z][A-Za-z]*(?:Error|Exception|Exit|Fault)\b|\bE[A-Z][
 _MODULE = re.compile(r"No module named ['\"]?([\w.]+)|Cannot find module ['\"]([^'\"]+)"
                      r"|command not found: (\S+)|(\S+): command not found")
 @rule("FX003")
-def ignored_tool_error(
-    session: Session,
-    *,
-    probe_commands: Sequence[str],
-    probe_patterns: Sequence[str],
-    benign_commands: Sequence[str],
-    death_words: Sequence[str],
-    death_patterns: Sequence[str],
-    exit_text_patterns: Sequence[str],
-    failure_text_patterns: Sequence[str],
-    error_line_patterns: Sequence[str],
-    subcommand_words: Sequence[str],
-    missing_dependency_patterns: Sequence[str],
-    acknowledgements: Sequence[str],
-    handoffs: Sequence[str],
-    success_claims: Sequence[str],
-    step_commands: dict[str, list[str]],
-    step_claims: dict[str, list[str]],
-    plain_programs: Sequence[str],
-    common_words: Sequence[str],
-) -> Iterator[Finding]:
-    k = _knowledge(tuple(probe_commands), tuple(probe_patterns), tuple(benign_commands),
-                   tuple(death_words), tuple(death_patterns), tuple(exit_text_patterns),
-                   tuple(failure_text_patterns), tuple(error_line_patterns),
-                   tuple(subcommand_words), tuple(missing_dependency_patterns),
-                   tuple(acknowledgements), tuple(handoffs),
-                   tuple(success_claims), _frozen(step_commands), _frozen(step_claims),
-                   tuple(plain_programs), tuple(common_words))
+def ignored_tool_error(session: Session, params: IgnoredToolErrorParams) -> Iterator[Finding]:
+    k = params
     analysis = analysis_of(session)
     for result in session.turns:
         if not isinstance(result, ToolResultTurn) or result.aborted:
@@ -124,39 +101,64 @@ def _turn_ended_silently(session: Session, result: ToolResultTurn, later: list) 
 SAME_MOMENT_SECONDS = 1.0
 
 
-def _frozen(table: dict[str, list[str]]) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    return tuple((key, tuple(values)) for key, values in table.items())
+@dataclass(frozen=True, eq=False)
+class IgnoredToolErrorParams:
+    """FX003's ``[params]``, compiled once per parameter set."""
 
+    param_names: ClassVar[frozenset[str]] = frozenset({
+        "probe_commands", "probe_patterns", "benign_commands", "death_words", "death_patterns",
+        "exit_text_patterns", "failure_text_patterns", "error_line_patterns",
+        "subcommand_words", "missing_dependency_patterns", "acknowledgements", "handoffs",
+        "success_claims", "step_commands", "step_claims", "plain_programs", "common_words",
+    })
+    death_words: tuple[str, ...]
+    probes: frozenset[str]
+    probe_patterns: tuple[re.Pattern[str], ...]
+    benign: frozenset[str]
+    death: re.Pattern[str] | None
+    exit_text: re.Pattern[str] | None
+    failure_text: re.Pattern[str] | None
+    error_line: re.Pattern[str] | None
+    subcommands: frozenset[str]
+    missing: re.Pattern[str] | None
+    acks: re.Pattern[str]
+    handoffs: re.Pattern[str]
+    claims: re.Pattern[str]
+    step_commands: Mapping[str, re.Pattern[str] | None]
+    step_claims: Mapping[str, re.Pattern[str]]
+    plain: frozenset[str]
+    common: frozenset[str]
 
-class _Knowledge:
-    def __init__(self, probes, probe_patterns, benign, death_words, death, exit_text,
-                 failure_text, error_line, subcommands, missing_dependency_patterns, acks,
-                 handoffs, claims, step_commands, step_claims, plain, common):
-        self.death_words = tuple(death_words)
-        self.probes = frozenset(probes)
-        self.probe_patterns = [re.compile(p) for p in probe_patterns]
-        self.benign = frozenset(benign)
-        self.death = _any_of(death)
-        self.exit_text = _any_of(exit_text)
-        self.failure_text = _any_of(failure_text)
-        self.error_line = _any_of(error_line)
-        self.subcommands = frozenset(w.lower() for w in subcommands)
-        self.missing = _any_of(missing_dependency_patterns)
-        self.acks = _phrases(acks, prefix=True)
-        self.handoffs = _phrases(handoffs, prefix=True)
-        self.claims = _phrases(claims)
-        self.step_commands = {kind: _any_of(patterns) for kind, patterns in step_commands}
-        self.step_claims = {kind: _phrases(words) for kind, words in step_claims}
-        self.plain = frozenset(plain)
-        self.common = frozenset(w.lower() for w in common)
-        self.outcome_rules = OutcomeRules(
+    @classmethod
+    def from_params(cls, raw: Mapping[str, Any]) -> "IgnoredToolErrorParams":
+        return cls(
+            death_words=tuple(raw["death_words"]),
+            probes=frozenset(raw["probe_commands"]),
+            probe_patterns=tuple(re.compile(p) for p in raw["probe_patterns"]),
+            benign=frozenset(raw["benign_commands"]),
+            death=_any_of(raw["death_patterns"]),
+            exit_text=_any_of(raw["exit_text_patterns"]),
+            failure_text=_any_of(raw["failure_text_patterns"]),
+            error_line=_any_of(raw["error_line_patterns"]),
+            subcommands=frozenset(w.lower() for w in raw["subcommand_words"]),
+            missing=_any_of(raw["missing_dependency_patterns"]),
+            acks=_phrases(raw["acknowledgements"], prefix=True),
+            handoffs=_phrases(raw["handoffs"], prefix=True),
+            claims=_phrases(raw["success_claims"]),
+            step_commands=MappingProxyType(
+                {kind: _any_of(patterns) for kind, patterns in raw["step_commands"].items()}),
+            step_claims=MappingProxyType(
+                {kind: _phrases(words) for kind, words in raw["step_claims"].items()}),
+            plain=frozenset(raw["plain_programs"]),
+            common=frozenset(w.lower() for w in raw["common_words"]),
+        )
+
+    @cached_property
+    def outcome_rules(self) -> OutcomeRules:
+        """How this rule judges results: its death, exit-text and failure lists, its probes."""
+        return OutcomeRules(
             death=self.death, death_words=self.death_words, exit_text=self.exit_text,
             failure_text=self.failure_text, is_probe=lambda command: _is_probe(command, self))
-
-
-@lru_cache(maxsize=8)
-def _knowledge(*params) -> _Knowledge:
-    return _Knowledge(*params)
 
 
 # -- what counts as a failure -------------------------------------------------------------
@@ -171,7 +173,7 @@ def _failure(outcome) -> str | None:
     return outcome.describe() if outcome.failed else None
 
 
-def _is_probe(command: str, k: _Knowledge) -> bool:
+def _is_probe(command: str, k: IgnoredToolErrorParams) -> bool:
     simple = split_commands(command)
     if not simple:
         return False
@@ -206,7 +208,7 @@ class _Facts:
     * ``ports``: ports the error lines name, which a check of the port would touch.
     """
 
-    def __init__(self, result: ToolResultTurn, call: ToolCall | None, k: _Knowledge):
+    def __init__(self, result: ToolResultTurn, call: ToolCall | None, k: IgnoredToolErrorParams):
         lines = _error_lines(result, k)
         text = "\n".join(lines)
         bare = _URL.sub(" ", text)
@@ -281,7 +283,7 @@ _NAME_LIKE = re.compile(r"[A-Z_./\\:-]|\d|[a-z][A-Z]")
 _WORD = re.compile(r"[^\W\d_]{2,}")
 
 
-def _error_lines(result: ToolResultTurn, k: _Knowledge) -> list[str]:
+def _error_lines(result: ToolResultTurn, k: IgnoredToolErrorParams) -> list[str]:
     """The lines that carry the failure: the harness's error, then output lines that look like
     errors; the output's last lines when none does (a status sits at the end)."""
     out = [line for line in (result.error or "").splitlines() if line.strip()]
@@ -307,7 +309,7 @@ def _message_runs(text: str) -> set[str]:
     return {r for r in runs if len(r) > 10}
 
 
-def _own_targets(call: ToolCall | None, k: _Knowledge) -> set[str]:
+def _own_targets(call: ToolCall | None, k: IgnoredToolErrorParams) -> set[str]:
     """What the failed call was aimed at: its file input, or its command's positional
     arguments other than subcommand words (``build`` of ``npm run build`` is not a target)."""
     if call is None:
@@ -372,7 +374,7 @@ def _mentions(text: str, term: str) -> bool:
     return term.lower() in text and bool(_mention_pattern(term).search(text))
 
 
-def _step_kind(command: str, k: _Knowledge) -> str | None:
+def _step_kind(command: str, k: IgnoredToolErrorParams) -> str | None:
     for kind, pattern in k.step_commands.items():
         if pattern.search(command):
             return kind
@@ -392,7 +394,7 @@ def _sentences(text: str) -> list[str]:
 
 
 def _reaction(session: Session, facts: _Facts, call: ToolCall | None,
-              replies: list[AssistantTurn], k: _Knowledge) -> str | None:
+              replies: list[AssistantTurn], k: IgnoredToolErrorParams) -> str | None:
     """How the assistant reacted to this failure before the user wrote again, strongest first:
 
     * ``"said"``: its words name the error, or use a failure word about this step, or hand the
@@ -453,7 +455,7 @@ def _passed(session: Session, call: ToolCall) -> bool:
     return result is not None and not (result.failed or result.timed_out or result.killed)
 
 
-def _claims_step(reply: AssistantTurn, kind: str | None, k: _Knowledge) -> bool:
+def _claims_step(reply: AssistantTurn, kind: str | None, k: IgnoredToolErrorParams) -> bool:
     """Does this reply claim the failed kind of step succeeded (tests pass, build succeeds)?"""
     if not kind or not reply.text.strip():
         return False
@@ -513,7 +515,7 @@ def _same_call(call: ToolCall, later: ToolCall, failed_prog) -> bool:
 
 
 def _finding(session: Session, result: ToolResultTurn, owner, failure: str,
-             replies: list[AssistantTurn], k: _Knowledge, *,
+             replies: list[AssistantTurn], k: IgnoredToolErrorParams, *,
              step_claim: AssistantTurn | None = None, silent: bool = False) -> Finding:
     turn, call = owner if owner else (result, None)
     what = f"`{shorten(command_of(call), 90)}`" if command_of(call) else (
