@@ -10,7 +10,9 @@ simply ends after the call cannot tell a live session from a dead one).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from forensics.findings import Finding
 from forensics.ingest._opencode import NEVER_FINISHED
@@ -21,9 +23,22 @@ from forensics.analysis.shell import command_of, split_pipelines
 from forensics.analysis.text import shorten
 
 
+@dataclass(frozen=True)
+class DanglingCallParams:
+    """FX007's ``[params]``."""
+
+    param_names: ClassVar[frozenset[str]] = frozenset({"resultless_tools"})
+    resultless_tools: frozenset[str]
+    """Tools that never return a result of their own (lower-cased)."""
+
+    @classmethod
+    def from_params(cls, raw: Mapping[str, Any]) -> "DanglingCallParams":
+        return cls(frozenset(t.lower() for t in raw["resultless_tools"]))
+
+
 @rule("FX007")
-def dangling_call(session: Session, *, resultless_tools: Sequence[str]) -> Iterator[Finding]:
-    no_result_expected = {t.lower() for t in resultless_tools}
+def dangling_call(session: Session, params: DanglingCallParams) -> Iterator[Finding]:
+    no_result_expected = params.resultless_tools
     if _keeps_no_results(session):
         return
     for turn in session.turns:
