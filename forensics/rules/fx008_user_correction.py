@@ -14,7 +14,9 @@ worries") and changes of mind ("no, let's do X instead") are not corrections.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from forensics.findings import Finding
 from forensics.model import AssistantTurn, Session, UserTurn
@@ -38,26 +40,42 @@ _STOP = frozenset({"that", "this", "with", "from", "have", "what", "when", "then
                    "already", "here", "were", "been", "only", "also", "make", "sure"})
 
 
+@dataclass(frozen=True)
+class UserCorrectionParams:
+    """FX008's ``[params]``: the phrase lists compiled once per parameter set."""
+
+    param_names: ClassVar[frozenset[str]] = frozenset({
+        "strong_openers", "negation_openers", "truth_words", "polite_negatives",
+        "change_of_mind", "destructive_commands", "destruction_words", "opening_chars",
+    })
+    strong: re.Pattern[str] | None
+    negation: re.Pattern[str] | None
+    truth: re.Pattern[str] | None
+    polite: re.Pattern[str] | None
+    mind: re.Pattern[str] | None
+    destructive: tuple[re.Pattern[str], ...]
+    destroyed_words: re.Pattern[str] | None
+    opening_chars: int
+
+    @classmethod
+    def from_params(cls, raw: Mapping[str, Any]) -> "UserCorrectionParams":
+        return cls(
+            strong=cached_pattern(tuple(raw["strong_openers"]), anchored=True),
+            negation=cached_pattern(tuple(raw["negation_openers"]), anchored=True),
+            truth=cached_pattern(tuple(raw["truth_words"])),
+            polite=cached_pattern(tuple(raw["polite_negatives"]), anchored=True),
+            mind=cached_pattern(tuple(raw["change_of_mind"])),
+            destructive=tuple(compile_all(raw["destructive_commands"])),
+            destroyed_words=cached_pattern(tuple(raw["destruction_words"])),
+            opening_chars=raw["opening_chars"],
+        )
+
+
 @rule("FX008")
-def user_correction(
-    session: Session,
-    *,
-    strong_openers: Sequence[str],
-    negation_openers: Sequence[str],
-    truth_words: Sequence[str],
-    polite_negatives: Sequence[str],
-    change_of_mind: Sequence[str],
-    destructive_commands: Sequence[str],
-    destruction_words: Sequence[str],
-    opening_chars: int,
-) -> Iterator[Finding]:
-    strong = cached_pattern(tuple(strong_openers), anchored=True)
-    negation = cached_pattern(tuple(negation_openers), anchored=True)
-    truth = cached_pattern(tuple(truth_words))
-    polite = cached_pattern(tuple(polite_negatives), anchored=True)
-    mind = cached_pattern(tuple(change_of_mind))
-    destructive = compile_all(destructive_commands)
-    destroyed_words = cached_pattern(tuple(destruction_words))
+def user_correction(session: Session, params: UserCorrectionParams) -> Iterator[Finding]:
+    p = params
+    strong, negation, truth, polite, mind = p.strong, p.negation, p.truth, p.polite, p.mind
+    destructive, destroyed_words, opening_chars = p.destructive, p.destroyed_words, p.opening_chars
     for user in session.turns:
         if not isinstance(user, UserTurn) or user.command:
             continue
