@@ -1,14 +1,15 @@
 """Rule parameters as one typed object, built once per parameter set.
 
-A rule file's ``[params]`` is data; a rule that takes a typed parameters object names a class
+A rule file's ``[params]`` is data; every rule takes one typed parameters object, of a class
 with ``from_params(raw)`` and ``param_names``. ``build`` makes that object once per distinct
 ``raw`` (a user config that extends a list makes a second one, never one per session).
 
 Knowledge lists can refer to each other instead of repeating entries: a list entry
 ``"@name"`` stands for every entry of the list ``name`` of the same ``[params]``, and
 ``"@table.key"`` for one value of the table ``table`` (``"@server_commands.docker"``).
-References are resolved after a user's ``extend-…`` has been applied, so an extension of the
-referred list reaches every list that refers to it.
+``build`` resolves references before ``from_params`` sees the params, after a user's
+``extend-…`` has been applied, so an extension of the referred list reaches every list that
+refers to it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,16 @@ class TypedParams(Protocol):
 
 
 P = TypeVar("P")
+
+
+class NoParams:
+    """The parameters of a rule whose file has an empty ``[params]``."""
+
+    param_names: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_params(cls, raw: Mapping[str, Any]) -> "NoParams":
+        return cls()
 
 _BUILT: dict[tuple[type, Any], Any] = {}
 
@@ -47,7 +58,8 @@ def build(cls: type[P], raw: Mapping[str, Any]) -> P:
     if made is None:
         if len(_BUILT) > 64:
             _BUILT.clear()
-        made = _BUILT[key] = cls.from_params(raw)  # type: ignore[attr-defined]
+        resolved = resolve_references(raw)
+        made = _BUILT[key] = cls.from_params(resolved)  # type: ignore[attr-defined]
     return made
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from forensics.analysis.params import NoParams
 from forensics.findings import Finding
 from forensics.model import EventTurn, Session, ToolResultTurn
 from forensics.rules import rule
@@ -19,7 +20,7 @@ from forensics.analysis.text import shorten
 
 
 @rule("FX101")
-def interrupted_turn(session: Session) -> Iterator[Finding]:
+def interrupted_turn(session: Session, params: NoParams) -> Iterator[Finding]:
     def stop(turn) -> bool:
         if isinstance(turn, EventTurn):
             return turn.event in STOP_EVENTS

@@ -9,7 +9,9 @@ limit, auth, overload, …) comes from the error's words, listed in the rule fil
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from forensics.findings import Finding
 from forensics.model import AssistantTurn, EventTurn, Session
@@ -18,11 +20,24 @@ from forensics.rules._harness import event_runs
 from forensics.analysis.text import shorten
 
 
+@dataclass(frozen=True)
+class ProviderErrorParams:
+    """FX102's ``[params]``: each kind of provider error and the words that say it."""
+
+    param_names: ClassVar[frozenset[str]] = frozenset({"error_kinds"})
+    kinds: tuple[tuple[str, re.Pattern[str]], ...]
+    """(kind, its words as one pattern), in the rule file's order: the first that matches."""
+
+    @classmethod
+    def from_params(cls, raw: Mapping[str, Any]) -> "ProviderErrorParams":
+        return cls(tuple((name, re.compile("|".join(f"(?:{w})" for w in words), re.I))
+                         for name, words in raw["error_kinds"].items() if words))
+
+
 @rule("FX102")
-def provider_error(session: Session, *, error_kinds: Mapping[str, Sequence[str]]
-                   ) -> Iterator[Finding]:
-    kinds = [(name, re.compile("|".join(f"(?:{w})" for w in words), re.I))
-             for name, words in error_kinds.items() if words]
+def provider_error(session: Session, params: ProviderErrorParams) -> Iterator[Finding]:
+    kinds = params.kinds
+
     def wanted(turn) -> bool:
         if isinstance(turn, EventTurn):
             return turn.event in ("api_error", "retry")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from forensics.analysis.params import NoParams
 from forensics.findings import Finding
 from forensics.model import EventTurn, Session
 from forensics.rules import rule
@@ -16,7 +17,7 @@ from forensics.rules._harness import event_runs
 
 
 @rule("FX103")
-def context_compaction(session: Session) -> Iterator[Finding]:
+def context_compaction(session: Session, params: NoParams) -> Iterator[Finding]:
     def wanted(turn) -> bool:
         return isinstance(turn, EventTurn) and turn.event == "compaction"
 
