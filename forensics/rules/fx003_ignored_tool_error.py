@@ -31,6 +31,7 @@ import orjson
 from forensics.analysis import OutcomeRules, analysis_of, user_stopped
 from forensics.analysis.commands import program
 from forensics.analysis.outcome import any_of as _any_of
+from forensics.analysis.outcome import telling_lines
 from forensics.analysis.shell import command_of as _script_of
 from forensics.analysis.shell import split_commands
 from forensics.analysis.text import edges as _edges
@@ -546,14 +547,41 @@ def _finding(session: Session, result: ToolResultTurn, owner, failure: str,
         reason = "the assistant moved on without a word about the failure"
         outcome = "the assistant moved on without mentioning it"
     evidence = [result.ordinal] + [r.ordinal for r in replies[:3]]
-    facts = [Evidence(kind="failure", role="failed call", turn=result.ordinal,
-                      anchor=result.anchor, command=command_of(call), quote=failure)]
     said = step_claim or (claims[-1] if claims and not silent else None)
-    if said is not None:
-        facts.append(Evidence(kind="claim", role="success claim", turn=said.ordinal,
-                              anchor=said.anchor, quote=shorten(said.text, 80)))
+    facts = _facts(session, result, call, failure, replies[:3], said, k)
     return Finding(
         turn=turn.ordinal, anchor=call.anchor if call else turn.anchor, severity=severity,
         severity_reason=reason, evidence=evidence,
         message=f"{what} {failure}; {outcome}.", facts=facts,
     )
+
+
+def _facts(session: Session, result: ToolResultTurn, call: ToolCall | None, failure: str,
+           replies: list[AssistantTurn], said: AssistantTurn | None,
+           k: IgnoredToolErrorParams) -> list[Evidence]:
+    """The typed evidence: the failure (how, and the lines that show it), what the assistant
+    did next, and the success it claimed."""
+    outcome = analysis_of(session).outcome(result, k.outcome_rules)
+    proof = (outcome.words if outcome.cause in ("death", "text") and outcome.words else
+             "\n".join(telling_lines(result.error or result.output, 3)))
+    facts = [Evidence(kind="failure", role="failed call", turn=result.ordinal,
+                      anchor=result.anchor, command=command_of(call), status=failure,
+                      quote=proof)]
+    for reply in replies:
+        if reply is said:
+            continue
+        if not reply.visible and not reply.aborted and reply.error is None:
+            facts.append(Evidence(kind="reply", role="empty reply", turn=reply.ordinal,
+                                  anchor=reply.anchor))
+        elif reply.text.strip():
+            facts.append(Evidence(kind="reply", role="moved on", turn=reply.ordinal,
+                                  anchor=reply.anchor, quote=shorten(reply.text, 160)))
+        elif reply.tool_calls:
+            nxt = reply.tool_calls[0]
+            facts.append(Evidence(kind="reply", role="moved on", turn=reply.ordinal,
+                                  anchor=nxt.anchor, command=command_of(nxt) or nxt.name))
+    if said is not None:
+        facts.append(Evidence(kind="claim", role="success claim", turn=said.ordinal,
+                              anchor=said.anchor, quote=shorten(said.text, 160)))
+    facts.sort(key=lambda f: f.turn)
+    return facts
