@@ -21,7 +21,7 @@ from forensics.analysis.text import shorten
 from forensics.findings import Evidence, Finding
 from forensics.model import AssistantTurn, EventTurn, Session, ToolResultTurn, UserTurn
 from forensics.rules import rule
-from forensics.analysis.outcome import any_of
+from forensics.analysis.outcome import any_of, telling_lines
 
 ReplyStatus = Literal["none", "aborted", "error", "empty", "failed", "ok"]
 BAD = frozenset({"error", "empty", "failed"})
@@ -305,7 +305,37 @@ def _finding(session: Session, user: UserTurn, earlier: UserTurn, status: str,
     evidence = sorted({earlier.ordinal, *witness})
     facts = [Evidence(kind="message", role="earlier message", turn=earlier.ordinal,
                       anchor=earlier.anchor, quote=shorten(earlier.text, 80)),
+             *_answer_facts(session, status, witness),
              Evidence(kind="message", role="repeat", turn=user.ordinal, anchor=user.anchor,
                       quote=said)]
     return Finding(turn=user.ordinal, anchor=user.anchor, severity=severity,
                    severity_reason=reason, message=message, evidence=evidence, facts=facts)
+
+
+_ANSWER_ROLES = {
+    "empty": "empty reply", "error": "provider error", "failed": "failed call with no reply",
+    "aborted": "aborted reply", "aborted-silent": "aborted turn with no text shown",
+    "ok": "reply that did not serve them",
+}
+
+
+def _answer_facts(session: Session, status: str, witness: list[int]) -> list[Evidence]:
+    """What answered the earlier message (the witness ``reply_status`` named), in its words."""
+    if not witness or status not in _ANSWER_ROLES:
+        return []
+    turn = session.turns[witness[0] - 1]
+    quote, kind = "", "reply"
+    if isinstance(turn, AssistantTurn) and turn.error is not None:
+        quote = shorten(f"{turn.error.name}: {turn.error.message}", 160)
+    elif isinstance(turn, AssistantTurn):
+        quote = shorten(turn.text, 160)
+    elif isinstance(turn, EventTurn):
+        kind, quote = "event", shorten(turn.text, 160)
+    elif isinstance(turn, ToolResultTurn):
+        kind = "failure"
+        outcome = analysis_of(session).outcome(turn)
+        quote = "\n".join(telling_lines(turn.error or turn.output, 2))
+        return [Evidence(kind=kind, role=_ANSWER_ROLES[status], turn=turn.ordinal,
+                         anchor=turn.anchor, quote=quote, status=outcome.describe())]
+    return [Evidence(kind=kind, role=_ANSWER_ROLES[status], turn=turn.ordinal,
+                     anchor=turn.anchor, quote=quote)]

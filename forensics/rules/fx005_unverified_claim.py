@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from forensics.findings import Finding
+from forensics.analysis.outcome import telling_lines
+from forensics.findings import Evidence, Finding
 from forensics.model import AssistantTurn, EventTurn, Session, ToolResultTurn, UserTurn
 from forensics.rules import rule
 from forensics.rules._facts import (
@@ -175,7 +176,7 @@ def _judge(session, turn, claim, all_runs, kinds_of, p: UnverifiedClaimParams) -
         what = f"`{files[0]}`" if files else "a file"
         return _finding(turn, claim, "medium",
                         f"{what} was edited after the last green {claim.kind} run",
-                        [_where(last), edit.turn.ordinal], last)
+                        [_where(last), edit.turn.ordinal], last, edit=(edit, files))
     return None
 
 
@@ -242,11 +243,41 @@ def _where(run: Run) -> int:
     return run.result.ordinal if isinstance(run.result, ToolResultTurn) else run.turn.ordinal
 
 
-def _finding(turn, claim, severity, why, evidence, last: Run | None) -> Finding:
+def _finding(turn, claim, severity, why, evidence, last: Run | None, *,
+             edit: tuple[Run, list[str]] | None = None) -> Finding:
     ran = ""
     if last is not None and last.command:
         ran = f" (last run: `{shorten(last.command, 60)}`)"
     return Finding(turn=turn.ordinal, anchor=turn.anchor, severity=severity,
                    severity_reason=why, evidence=evidence,
                    message=f"The assistant claims \"{shorten(claim.sentence, 90)}\" but {why}"
-                           f"{ran}.")
+                           f"{ran}.", facts=_facts(turn, claim, last, edit))
+
+
+def _facts(turn, claim: _Claim, last: Run | None,
+           edit: tuple[Run, list[str]] | None) -> list[Evidence]:
+    """The typed evidence: the claim (its sentence, the phrase that makes it one), the last run
+    of that kind of check and how it ended, the edit after it."""
+    facts = [Evidence(kind="claim", role=f"{claim.kind} claim", turn=turn.ordinal,
+                      anchor=turn.anchor, quote=shorten(claim.sentence, 160))]
+    if last is not None:
+        state = outcome(last.result)
+        passed = state is not None and state.passed
+        where = last.result if last.result is not None else last.turn
+        facts.append(Evidence(
+            kind="result" if passed else "failure",
+            role=f"last green {claim.kind} run" if passed else f"last {claim.kind} run",
+            turn=where.ordinal,
+            anchor=where.anchor if last.result is not None else last.call.anchor,
+            command=last.command or last.call.name,
+            status=state.why if state is not None else None,
+            quote="" if passed or last.result is None else "\n".join(
+                telling_lines(last.result.error or last.result.output, 2))))
+    if edit is not None:
+        run, files = edit
+        facts.append(Evidence(kind="edit", role="edit after the last green run",
+                              turn=run.turn.ordinal, anchor=run.call.anchor,
+                              command=run.command or run.call.name,
+                              quote=", ".join(files[:3])))
+    facts.sort(key=lambda f: f.turn)
+    return facts
