@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import orjson
 
-from forensics.findings import Finding
+from forensics.findings import Evidence, Finding
 from forensics.model import AssistantTurn, Session, UserTurn
 from forensics.rules import rule
 from forensics.rules._facts import Run, compile_all, failure_kind, normalized_command, outcome, runs
@@ -147,11 +147,18 @@ def _finding(session: Session, loop: list[tuple[Run, str]], high_runs: int) -> F
     else:
         severity, reason = "medium", f"the same failing run {count} times, then the assistant said so"
     what = f"`{shorten(third.command, 80)}`" if third.command else f"the {third.call.name} call"
+    facts = []
+    for i, (run, kind) in enumerate(loop, 1):
+        state = outcome(run.result)
+        facts.append(Evidence(kind="failure", role=f"run {i} of {count}", turn=run.turn.ordinal,
+                              anchor=run.call.anchor, command=run.command or run.call.name,
+                              status=state.why if state is not None else None,
+                              quote=shorten(kind, 160)))
     return Finding(turn=third.turn.ordinal, anchor=third.call.anchor, severity=severity,
                    severity_reason=reason,
                    evidence=[r.turn.ordinal for r, _k in loop if r is not third],
                    message=f"{what} failed the same way {count} times in a row with nothing "
-                           f"changed between the runs ({shorten(loop[0][1], 70)}).")
+                           f"changed between the runs ({shorten(loop[0][1], 70)}).", facts=facts)
 
 
 def _told_user(session: Session, ordinal: int) -> bool:

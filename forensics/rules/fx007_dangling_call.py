@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from forensics.findings import Finding
+from forensics.findings import Evidence, Finding
 from forensics.ingest._opencode import NEVER_FINISHED
 from forensics.model import AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn, UserTurn
 from forensics.rules import rule
@@ -118,5 +118,18 @@ def _finding(session: Session, turn: AssistantTurn, call: ToolCall,
         severity = "medium"
         reason = "the session went on without the call's result"
         then = "; the session went on without it" if nxt is not None else ""
+    facts = [Evidence(kind="call", role="dangling call", turn=turn.ordinal, anchor=call.anchor,
+                      command=command or call.name, status=how)]
+    if result is not None:
+        facts.append(Evidence(kind="result", role="still pending", turn=result.ordinal,
+                              anchor=result.anchor, quote=shorten(result.error or "", 160)))
+    if isinstance(nxt, UserTurn):
+        facts.append(Evidence(kind="message", role="user wrote next", turn=nxt.ordinal,
+                              anchor=nxt.anchor, quote=shorten(nxt.text, 160)))
+    elif nxt is not None:
+        facts.append(Evidence(kind="event" if isinstance(nxt, EventTurn) else "reply",
+                              role="the session went on", turn=nxt.ordinal, anchor=nxt.anchor,
+                              quote=shorten(getattr(nxt, "text", "") or "", 160)))
     return Finding(turn=turn.ordinal, anchor=call.anchor, severity=severity,
-                   severity_reason=reason, message=f"{what} {how}{then}.", evidence=evidence)
+                   severity_reason=reason, message=f"{what} {how}{then}.", evidence=evidence,
+                   facts=facts)

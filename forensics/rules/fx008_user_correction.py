@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from forensics.findings import Finding
+from forensics.findings import Evidence, Finding
 from forensics.model import AssistantTurn, Session, UserTurn
 from forensics.rules import rule
 from forensics.rules._facts import (
@@ -120,25 +120,38 @@ def _refers(rest: str, truth, acted: list[AssistantTurn]) -> bool:
 def _finding(session: Session, user: UserTurn, acted: list[AssistantTurn], destructive,
              destroyed_words, head: str) -> Finding:
     corrected = acted[-1]
-    destroying = [(t.ordinal, cmd) for t in acted for _c, cmd in commands(t)
+    destroying = [(t, c, cmd) for t in acted for c, cmd in commands(t)
                   if any(matches_any(destructive, s) for s in split_commands(cmd))]
     said_destroyed = destroyed_words is not None and destroyed_words.search(head)
     if destroying or said_destroyed:
         severity = "high"
         reason = ("the corrected action destroyed state (" +
-                  (f"`{shorten(destroying[-1][1], 60)}`" if destroying else
+                  (f"`{shorten(destroying[-1][2], 60)}`" if destroying else
                    f"the user says \"{said_destroyed.group(0)}\"") + ")")
     else:
         severity = "medium"
         reason = "the user rejected the premise of the assistant's last action"
+    facts = [Evidence(kind="message", role="correction", turn=user.ordinal, anchor=user.anchor,
+                      quote=shorten(user.text, 160))]
     if corrected.tool_calls:
         cmds = commands(corrected)
         what = (f"`{shorten(cmds[-1][1], 70)}`" if cmds
                 else f"the {corrected.tool_calls[-1].name} call")
+        call = cmds[-1][0] if cmds else corrected.tool_calls[-1]
+        facts.append(Evidence(kind="call", role="corrected action", turn=corrected.ordinal,
+                              anchor=call.anchor, command=cmds[-1][1] if cmds else call.name))
     else:
         what = f"\"{shorten(corrected.text, 70)}\""
+        facts.append(Evidence(kind="claim", role="corrected claim", turn=corrected.ordinal,
+                              anchor=corrected.anchor, quote=shorten(corrected.text, 160)))
+    if destroying:
+        turn, call, cmd = destroying[-1]
+        facts.append(Evidence(kind="call", role="destroyed state", turn=turn.ordinal,
+                              anchor=call.anchor, command=cmd))
+    facts.sort(key=lambda f: f.turn)
     return Finding(turn=user.ordinal, anchor=user.anchor, severity=severity,
                    severity_reason=reason,
-                   evidence=sorted({o for o, _cmd in destroying[-1:]} | {corrected.ordinal}),
+                   evidence=sorted({t.ordinal for t, _c, _cmd in destroying[-1:]}
+                                   | {corrected.ordinal}),
                    message=f"The user corrected the assistant: \"{shorten(user.text, 90)}\" "
-                           f"(about {what}).")
+                           f"(about {what}).", facts=facts)
