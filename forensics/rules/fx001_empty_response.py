@@ -86,6 +86,13 @@ def _finding(session: Session, turn, *, no_message: bool = False) -> Finding:
         what = "a reply with reasoning only (nothing visible)"
     if no_message:
         what = "no reply at all (the turn completed with no assistant message)"
+    facts.append(Evidence(
+        kind="event" if no_message else "reply",
+        role="turn completed with no reply" if no_message else
+        "reasoning only" if "reasoning" in what else "empty reply",
+        turn=turn.ordinal, anchor=turn.anchor,
+        quote=shorten(turn.reasoning, 160) if isinstance(turn, AssistantTurn) and
+        turn.reasoning.strip() else turn.text.strip() if isinstance(turn, AssistantTurn) else ""))
     context = ""
     if after_result is not None:
         evidence.append(after_result.ordinal)
@@ -106,6 +113,7 @@ def _finding(session: Session, turn, *, no_message: bool = False) -> Finding:
     message = f"The assistant gave {what}{context}."
     if user_next is not None:
         message += f" The user then wrote: \"{shorten(user_next.text, 80)}\""
+    facts.sort(key=lambda f: f.turn)
     return Finding(turn=turn.ordinal, anchor=turn.anchor, severity=severity,
                    severity_reason=reason, message=message, evidence=evidence, facts=facts)
 

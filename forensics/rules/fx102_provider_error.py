@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from forensics.findings import Finding
+from forensics.findings import Evidence, Finding
 from forensics.model import AssistantTurn, EventTurn, Session
 from forensics.rules import rule
 from forensics.rules._harness import event_runs
@@ -77,10 +77,15 @@ def _finding(group, kinds) -> Finding:
         message += f" after {retries} retr{'y' if retries == 1 else 'ies'}"
     if text:
         message += f": \"{shorten(text, 90)}\""
+    facts = [Evidence(kind="event", role="retry", turn=t.ordinal, anchor=t.anchor,
+                      quote=shorten(_text(t), 160))
+             for t in group if t is not head and isinstance(t, EventTurn) and t.event == "retry"]
+    facts.append(Evidence(kind="event", role=f"provider error ({what})", turn=head.ordinal,
+                          anchor=head.anchor, quote=shorten(text, 160)))
     return Finding(turn=head.ordinal, anchor=head.anchor, severity="low",
                    severity_reason="a harness event, counted: not the assistant's mistake",
                    message=message + ".",
-                   evidence=[t.ordinal for t in group if t is not head])
+                   evidence=[t.ordinal for t in group if t is not head], facts=facts)
 
 
 def _text(turn) -> str:
