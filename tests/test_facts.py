@@ -43,18 +43,18 @@ def _row(f: Evidence) -> tuple:
 
 def test_ignored_tool_error_facts_name_the_failure_and_the_claim() -> None:
     assert _facts("FX003-claims-success") == [
-        ("failure", "failed call", 3, "m3", "npm test", "exited with status 1",
+        ("failure", "failed call", 3, "m3", "npm test", "exit 1",
          "FAIL src/cart.test.ts > applies discount\nTests 1 failed | 41 passed"),
         ("claim", "success claim", 4, "m4", None, None, "All tests pass ✅"),
     ]
 
 
 def test_ignored_tool_error_quotes_the_status_line_it_judged_by() -> None:
-    # Codex records no exit status: the rule's own exit-text list found the failure, and the
-    # fact quotes that line, not a status the shared outcome would give
+    # Codex records no exit status: the rule's own exit-text list found the failure (the shared
+    # outcome would call it ok), and the fact quotes that line with the error before it
     assert _facts("FX003-exit-in-text-only") == [
-        ("failure", "failed call", 3, "m3", "make", "reported `Process exited with code 2`",
-         "Process exited with code 2"),
+        ("failure", "failed call", 3, "m3", "make", "failed",
+         "cc: error: main.c: No such file\nProcess exited with code 2"),
         ("reply", "moved on", 4, "m4", None, None, "Next, let's write the docs."),
     ]
 
@@ -68,7 +68,7 @@ def test_user_resend_facts_hold_the_original_what_answered_it_and_the_repeat() -
 
 def test_unverified_claim_facts_hold_the_green_run_the_edit_and_the_claim() -> None:
     assert _facts("FX005-edited-after-last-green-run") == [
-        ("result", "last green test run", 3, "m3", "pytest -q", "passed", ""),
+        ("result", "last green test run", 3, "m3", "pytest -q", "ok", ""),
         ("edit", "edit after the last green run", 4, "m4", "edit", None, "src/sum.py"),
         ("claim", "test claim", 6, "m6", None, None,
          "Fixed the off-by-one in src/sum.py; all tests pass."),
@@ -80,13 +80,13 @@ def test_unverified_claim_facts_hold_the_green_run_the_edit_and_the_claim() -> N
 def test_retry_loop_facts_list_every_run() -> None:
     rows = _facts("FX006-three-identical-failures")
     assert [(r[1], r[2], r[5]) for r in rows] == [
-        ("run 1 of 3", 2, "exited 1"), ("run 2 of 3", 4, "exited 1"), ("run 3 of 3", 6, "exited 1")]
+        ("run 1 of 3", 2, "exit 1"), ("run 2 of 3", 4, "exit 1"), ("run 3 of 3", 6, "exit 1")]
     assert {r[6] for r in rows} == {"error TSN: Cannot find module './Tooltip'"}
 
 
 def test_dangling_call_facts_hold_the_call_and_what_came_instead() -> None:
     assert _facts("FX007-claude-tool-use-without-result-user-writes") == [
-        ("call", "dangling call", 2, "m2", "npx next build", "never got a result", ""),
+        ("call", "dangling call", 2, "m2", "npx next build", "no result", ""),
         ("message", "user wrote next", 3, "m3", None, None, "is it stuck? continue please"),
     ]
 

@@ -109,20 +109,23 @@ class Outcome:
 
     passed: bool
     why: str
+    status: str
+    """The same in the evidence's words: ``ok``, ``exit N``, ``killed``, ``timed out``,
+    ``error`` (the vocabulary of ``forensics.analysis.outcome.Outcome.status``)."""
 
 
 def outcome(result: ToolResultTurn | None) -> Outcome | None:
     if result is None or result.aborted:
         return None
     if result.timed_out:
-        return Outcome(False, "timed out")
+        return Outcome(False, "timed out", "timed out")
     if result.killed:
-        return Outcome(False, "was killed")
+        return Outcome(False, "was killed", "killed")
     if result.exit_code not in (None, 0):
-        return Outcome(False, f"exited {result.exit_code}")
+        return Outcome(False, f"exited {result.exit_code}", f"exit {result.exit_code}")
     if result.is_error:
-        return Outcome(False, "failed")
-    return Outcome(True, "passed")
+        return Outcome(False, "failed", "error")
+    return Outcome(True, "passed", "ok")
 
 
 

@@ -548,7 +548,7 @@ def _finding(session: Session, result: ToolResultTurn, owner, failure: str,
         outcome = "the assistant moved on without mentioning it"
     evidence = [result.ordinal] + [r.ordinal for r in replies[:3]]
     said = step_claim or (claims[-1] if claims and not silent else None)
-    facts = _facts(session, result, call, failure, replies[:3], said, k)
+    facts = _facts(session, result, call, replies[:3], said, k)
     return Finding(
         turn=turn.ordinal, anchor=call.anchor if call else turn.anchor, severity=severity,
         severity_reason=reason, evidence=evidence,
@@ -556,17 +556,18 @@ def _finding(session: Session, result: ToolResultTurn, owner, failure: str,
     )
 
 
-def _facts(session: Session, result: ToolResultTurn, call: ToolCall | None, failure: str,
+def _facts(session: Session, result: ToolResultTurn, call: ToolCall | None,
            replies: list[AssistantTurn], said: AssistantTurn | None,
            k: IgnoredToolErrorParams) -> list[Evidence]:
     """The typed evidence: the failure (how, and the lines that show it), what the assistant
     did next, and the success it claimed."""
     outcome = analysis_of(session).outcome(result, k.outcome_rules)
-    proof = (outcome.words if outcome.cause in ("death", "text") and outcome.words else
-             "\n".join(telling_lines(result.error or result.output, 3)))
+    lines = telling_lines(result.error or result.output, 3)
+    if outcome.cause in ("death", "text") and not any(outcome.words in ln for ln in lines):
+        lines = [*lines[:2], shorten(outcome.words, 200)]  # the line the rule judged by
     facts = [Evidence(kind="failure", role="failed call", turn=result.ordinal,
-                      anchor=result.anchor, command=command_of(call), status=failure,
-                      quote=proof)]
+                      anchor=result.anchor, command=command_of(call),
+                      status=outcome.status() or "failed", quote="\n".join(lines))]
     for reply in replies:
         if reply is said:
             continue

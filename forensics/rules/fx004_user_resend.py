@@ -336,6 +336,6 @@ def _answer_facts(session: Session, status: str, witness: list[int]) -> list[Evi
         outcome = analysis_of(session).outcome(turn)
         quote = "\n".join(telling_lines(turn.error or turn.output, 2))
         return [Evidence(kind=kind, role=_ANSWER_ROLES[status], turn=turn.ordinal,
-                         anchor=turn.anchor, quote=quote, status=outcome.describe())]
+                         anchor=turn.anchor, quote=quote, status=outcome.status())]
     return [Evidence(kind=kind, role=_ANSWER_ROLES[status], turn=turn.ordinal,
                      anchor=turn.anchor, quote=quote)]

@@ -270,7 +270,7 @@ def _facts(turn, claim: _Claim, last: Run | None,
             turn=where.ordinal,
             anchor=where.anchor if last.result is not None else last.call.anchor,
             command=last.command or last.call.name,
-            status=state.why if state is not None else None,
+            status=state.status if state is not None else None,
             quote="" if passed or last.result is None else "\n".join(
                 telling_lines(last.result.error or last.result.output, 2))))
     if edit is not None:

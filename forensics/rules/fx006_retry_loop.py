@@ -152,7 +152,7 @@ def _finding(session: Session, loop: list[tuple[Run, str]], high_runs: int) -> F
         state = outcome(run.result)
         facts.append(Evidence(kind="failure", role=f"run {i} of {count}", turn=run.turn.ordinal,
                               anchor=run.call.anchor, command=run.command or run.call.name,
-                              status=state.why if state is not None else None,
+                              status=state.status if state is not None else None,
                               quote=shorten(kind, 160)))
     return Finding(turn=third.turn.ordinal, anchor=third.call.anchor, severity=severity,
                    severity_reason=reason,

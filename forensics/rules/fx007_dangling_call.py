@@ -119,7 +119,8 @@ def _finding(session: Session, turn: AssistantTurn, call: ToolCall,
         reason = "the session went on without the call's result"
         then = "; the session went on without it" if nxt is not None else ""
     facts = [Evidence(kind="call", role="dangling call", turn=turn.ordinal, anchor=call.anchor,
-                      command=command or call.name, status=how)]
+                      command=command or call.name,
+                      status="pending" if result is not None else "no result")]
     if result is not None:
         facts.append(Evidence(kind="result", role="still pending", turn=result.ordinal,
                               anchor=result.anchor, quote=shorten(result.error or "", 160)))
