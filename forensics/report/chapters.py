@@ -40,6 +40,7 @@ from forensics.report._shell import (
     program,
     result_failed,
     result_status,
+    status_words,
     strip_env,
     telling_lines,
 )
@@ -219,16 +220,17 @@ def _duplicate_launch(cs: CaseStudy, session: Session, incident: Incident) -> No
 def _ignored_tool_error(cs: CaseStudy, session: Session, incident: Incident) -> None:
     turn = session.turns[incident.turn - 1]
     failed = ev.failed_calls(session, incident)
-    for call, result in failed[:2]:
-        lines = telling_lines(result.error or result.output, 3)
+    for failure in failed[:2]:
+        call = failure.call
         named: list[Piece | str] = (
             ["The ", code(program(call.command)), " launch"]
             if call.command and _sent_to_background(session, call) else
             ["The call ", code(shorten(strip_env(call.command) if call.command
                                        else f"{call.name} {summarize_call(call)}", 200))])
         cs.mistake.append(S(*named,
-                            " at ", ref(turn), f" {result_status(session, result)}",
-                            *([": ", *joined_quotes(lines)] if lines else []), "."))
+                            " at ", ref(turn), f" {status_words(failure.status)}",
+                            *([": ", *joined_quotes(list(failure.lines))] if failure.lines
+                              else []), "."))
     later = [session.turns[o - 1] for o in incident.evidence_turns if o > incident.turn]
     for t in later[:2]:
         if isinstance(t, AssistantTurn):
@@ -245,7 +247,7 @@ def _ignored_tool_error(cs: CaseStudy, session: Session, incident: Incident) -> 
                                     code(cmds), ", which does not deal with the failure."))
     if failed:
         cs.assumptions.append(S("That the call at ", ref(turn), " had done its job; its result "
-                                "says it ", result_status(session, failed[0][1]), "."))
+                                "says it ", status_words(failed[0].status), "."))
 
 
 def _user_resend(cs: CaseStudy, session: Session, incident: Incident) -> None:
@@ -404,7 +406,8 @@ def title_for(session: Session, incident: Incident, rule_title: str) -> str:
         what = program(cmd) if cmd else "process"
         return f"A second {what} launched at turn {n} while the first was still running"
     if incident.rule == "ignored-tool-error":
-        cmd = next((c.command for c in calls_of(turn) if c.command), None)
+        cmd = next((f.command for f in incident.facts if f.kind == "failure" and f.command),
+                   None) or next((c.command for c in calls_of(turn) if c.command), None)
         what = program(cmd) if cmd else next((c.name for c in calls_of(turn)), "tool call")
         return f"The failed {what} at turn {n} that nobody dealt with"
     if incident.rule == "user-resend":

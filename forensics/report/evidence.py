@@ -8,6 +8,8 @@ finding's evidence is stored.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from forensics.analysis import analysis_of
 from forensics.findings import Evidence, Incident
 from forensics.model import (
@@ -19,7 +21,7 @@ from forensics.model import (
     Turn,
     UserTurn,
 )
-from forensics.report._shell import result_failed
+from forensics.report._shell import status_words
 from forensics.report._turns import calls_of
 
 
@@ -45,18 +47,42 @@ def call_of(session: Session, result: ToolResultTurn) -> tuple[AssistantTurn, To
     return session.call_for(result)
 
 
-def failed_calls(session: Session, incident: Incident) -> list[tuple[ToolCall, ToolResultTurn]]:
-    """The failed calls of the flagged message (ignored-tool-error), with their results."""
-    turn = flagged(session, incident)
-    out: list[tuple[ToolCall, ToolResultTurn]] = []
-    for call in calls_of(turn):
-        result = session.result_for(call)
-        if result is not None and result_failed(session, result):
-            out.append((call, result))
-    if not out and isinstance(turn, ToolResultTurn):
-        pair = session.call_for(turn)
-        if pair:
-            out.append((pair[1], turn))
+@dataclass(frozen=True)
+class FailedCall:
+    """A failed call a finding names (its ``failure`` fact): the call, its result, how it
+    ended as the rule judged it (``exit 1``, ``killed``, ``failed``…) and the lines that show
+    it."""
+
+    call: ToolCall
+    result: ToolResultTurn
+    status: str
+    lines: tuple[str, ...]
+
+
+def failed_calls(session: Session, incident: Incident) -> list[FailedCall]:
+    """The failed calls the finding's facts name (ignored-tool-error's failure), in order."""
+    out: list[FailedCall] = []
+    for fact in incident.facts:
+        if fact.kind != "failure":
+            continue
+        result = _turn(session, fact.turn)
+        pair = session.call_for(result) if isinstance(result, ToolResultTurn) else None
+        if pair is not None:
+            out.append(FailedCall(pair[1], result, fact.status or "failed",
+                                  tuple(ln for ln in fact.quote.splitlines() if ln.strip())))
+    return out
+
+
+def failed_results(session: Session, incident: Incident) -> dict[int, str]:
+    """The tool results the finding's facts call failed, by ordinal, each as a timeline line:
+    the tool, how it ended (as the rule judged it) and the last line that shows it."""
+    out: dict[int, str] = {}
+    for fact in incident.facts:
+        result = _turn(session, fact.turn) if fact.kind == "failure" else None
+        if isinstance(result, ToolResultTurn):
+            lines = [ln for ln in fact.quote.splitlines() if ln.strip()]
+            out[fact.turn] = (f"{result.name or 'tool'} {status_words(fact.status or 'failed')}"
+                              + (f": {lines[-1]}" if lines else ""))
     return out
 
 

@@ -33,6 +33,7 @@ from forensics.report._shell import (
     program,
     result_failed,
     result_status,
+    status_words,
     strip_env,
     telling_lines,
 )
@@ -229,15 +230,17 @@ def _user_signals(scene: Scene, session: Session, incident: Incident) -> list[Si
     return out
 
 
-def _failure_signals(session: Session, result: ToolResultTurn | None,
-                     name: str) -> list[Signal]:
+def _failure_signals(session: Session, result: ToolResultTurn | None, name: str,
+                     failure: ev.FailedCall | None = None) -> list[Signal]:
+    """The failed call's signals; ``failure``: how the rule's facts say it ended."""
     if result is None:
         return []
     pair = ev.call_of(session, result)
-    line = _line(result)
+    line = [quote(failure.lines[-1], 200)] if failure and failure.lines else _line(result)
     if pair is None or line is None:
         return []
-    values = {"call": [ref(pair[0])], "result": [ref(result)], "status": _status(session, result),
+    status = [status_words(failure.status)] if failure else _status(session, result)
+    values = {"call": [ref(pair[0])], "result": [ref(result)], "status": status,
               "command": _cmd(pair[1].command or pair[1].name), "line": line}
     out = [Signal(name, values, [pair[0].ordinal, result.ordinal])]
     if result.timed_out or result.killed:
@@ -323,8 +326,8 @@ def _ignored_tool_error(session: Session, incident: Incident, scene: Scene) -> l
     out: list[Signal] = []
     failed = ev.failed_calls(session, incident)
     if failed:
-        out += _failure_signals(session, failed[0][1], "failed_call")
-        done = _completed(session, [r for _, r in failed])
+        out += _failure_signals(session, failed[0].result, "failed_call", failed[0])
+        done = _completed(session, [f.result for f in failed])
         if done:
             out.append(done)
     for t in ev.evidence(session, incident):
