@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from forensics.findings import Incident
+from forensics.findings import Evidence, Incident
 from forensics.model import (
     AssistantTurn,
     EventTurn,
@@ -323,19 +323,30 @@ def _what_call(call: ToolCall) -> Piece:
                         else f"{call.name} {summarize_call(call)}", 200))
 
 
+def _facts_of(session: Session, incident: Incident, *kinds: str) -> list[tuple[Evidence, Turn]]:
+    """The finding's facts of these kinds, each with the turn it is in."""
+    return [(f, session.turns[f.turn - 1]) for f in incident.facts
+            if f.kind in kinds and 0 < f.turn <= len(session.turns)]
+
+
+def _command(command: str | None) -> Piece:
+    return code(shorten(strip_env(command or ""), 200))
+
+
 def _unverified_claim(cs: CaseStudy, session: Session, incident: Incident) -> None:
     turn = session.turns[incident.turn - 1]
     cs.mistake.append(S(*prose(incident.message)))
-    for t in _evidence(session, incident):
-        if isinstance(t, ToolResultTurn):
-            pair = session.call_for(t)
-            lines = telling_lines(t.error or t.output, 2)
-            cs.mistake.append(S("The run it rests on, ", *([_what_call(pair[1])] if pair else []),
-                                " at ", ref(t), f", {result_status(session, t)}",
-                                *([": ", *joined_quotes(lines)] if lines else []), "."))
-        elif isinstance(t, AssistantTurn) and t.tool_calls:
+    for f, t in _facts_of(session, incident, "result", "failure", "edit"):
+        if f.kind == "edit":
             cs.mistake.append(S("After it, at ", ref(t), ", the assistant edited ",
-                                _what_call(t.tool_calls[0]), ", and ran nothing again."))
+                                code(f.quote) if f.quote else "a file", " with ",
+                                code(shorten(f.command or "", 80)), ", and ran nothing again."))
+        elif isinstance(t, ToolResultTurn):
+            lines = [ln for ln in f.quote.splitlines() if ln.strip()] or telling_lines(
+                t.error or t.output, 2)
+            cs.mistake.append(S("The run it rests on, ", _command(f.command), " at ", ref(t),
+                                f", {status_words(f.status or 'ok')}",
+                                *([": ", *joined_quotes(lines)] if lines else []), "."))
     cs.assumptions.append(S("That the check the message at ", ref(turn), " names had passed on "
                             "the code as it stood; the transcript shows ",
                             incident.severity_reason, "."))
@@ -344,8 +355,10 @@ def _unverified_claim(cs: CaseStudy, session: Session, incident: Incident) -> No
 def _retry_loop(cs: CaseStudy, session: Session, incident: Incident) -> None:
     turn = session.turns[incident.turn - 1]
     cs.mistake.append(S(*prose(incident.message)))
-    runs = sorted({incident.turn, *incident.evidence_turns})
-    cs.mistake.append(S("The runs: ", ", ".join(f"turn {o}" for o in runs),
+    runs = [f for f, _t in _facts_of(session, incident, "failure")]
+    statuses = {f.status for f in runs if f.status}
+    how = f" (each {status_words(statuses.pop())})" if len(statuses) == 1 else ""
+    cs.mistake.append(S("The runs: ", ", ".join(f"turn {f.turn}" for f in runs), how,
                         "; between them only reads, no edit, install or change of arguments."))
     cs.assumptions.append(S("That running the step again as it was, after ", ref(turn),
                             ", could end differently."))
@@ -354,12 +367,12 @@ def _retry_loop(cs: CaseStudy, session: Session, incident: Incident) -> None:
 def _dangling_call(cs: CaseStudy, session: Session, incident: Incident) -> None:
     turn = session.turns[incident.turn - 1]
     cs.mistake.append(S(*prose(incident.message)))
-    nxt = [t for t in _evidence(session, incident) if not isinstance(t, ToolResultTurn)]
-    if nxt and isinstance(nxt[0], UserTurn):
-        cs.mistake.append(S("Instead of the result came the user's message at ", ref(nxt[0]),
-                            ": ", quote(nxt[0].text, 200)))
-    elif nxt:
-        cs.mistake.append(S("Instead of the result came ", ref(nxt[0]), "."))
+    for f, t in _facts_of(session, incident, "message", "reply", "event"):
+        if f.kind == "message":
+            cs.mistake.append(S("Instead of the result came the user's message at ", ref(t),
+                                ": ", quote(f.quote, 200)))
+        else:
+            cs.mistake.append(S("Instead of the result came ", ref(t), "."))
     cs.assumptions.append(S("That the call at ", ref(turn), " had finished; nothing in the "
                             "transcript says what it did."))
 
@@ -368,12 +381,15 @@ def _user_correction(cs: CaseStudy, session: Session, incident: Incident) -> Non
     turn = session.turns[incident.turn - 1]
     cs.mistake.append(S("The user wrote at ", ref(turn), ": ",
                         quote(turn.text if isinstance(turn, UserTurn) else "", 240)))
-    for t in _evidence(session, incident):
-        if isinstance(t, AssistantTurn) and t.tool_calls:
-            cs.mistake.append(S("It corrects the action at ", ref(t), ": ",
-                                _what_call(t.tool_calls[-1]), "."))
-        elif isinstance(t, AssistantTurn):
-            cs.mistake.append(S("It corrects the claim at ", ref(t), ": ", quote(t.text, 200)))
+    for f, t in _facts_of(session, incident, "call", "claim"):
+        if f.role == "corrected action":
+            cs.mistake.append(S("It corrects the action at ", ref(t), ": ", _command(f.command),
+                                "."))
+        elif f.role == "corrected claim":
+            cs.mistake.append(S("It corrects the claim at ", ref(t), ": ", quote(f.quote, 200)))
+        elif f.role == "destroyed state":
+            cs.mistake.append(S("The call at ", ref(t), " destroyed state: ",
+                                _command(f.command), "."))
     cs.assumptions.append(S("What the assistant believed when it acted, which the user's words "
                             "at ", ref(turn), " contradict."))
 

@@ -128,7 +128,8 @@ def _finding(session: Session, turn: AssistantTurn, call: ToolCall,
         facts.append(Evidence(kind="message", role="user wrote next", turn=nxt.ordinal,
                               anchor=nxt.anchor, quote=shorten(nxt.text, 160)))
     elif nxt is not None:
-        facts.append(Evidence(kind="event" if isinstance(nxt, EventTurn) else "reply",
+        facts.append(Evidence(kind="event" if isinstance(nxt, EventTurn) else
+                              "result" if isinstance(nxt, ToolResultTurn) else "reply",
                               role="the session went on", turn=nxt.ordinal, anchor=nxt.anchor,
                               quote=shorten(getattr(nxt, "text", "") or "", 160)))
     return Finding(turn=turn.ordinal, anchor=call.anchor, severity=severity,
