@@ -62,8 +62,8 @@ Chapter = Callable[["CaseStudy", Session, Incident], None]
 
 def _empty_response(cs: CaseStudy, session: Session, incident: Incident) -> None:
     turn = session.turns[incident.turn - 1]
-    prev = session.turns[incident.turn - 2] if incident.turn >= 2 else None
-    failed = prev if isinstance(prev, ToolResultTurn) else None
+    before = ev.silence_after(session, incident)
+    failed, fact = before if before else (None, None)
     what: Sentence | None
     if isinstance(turn, AssistantTurn):
         if turn.reasoning.strip() and "reasoning_only" in cs.signals:
@@ -84,11 +84,12 @@ def _empty_response(cs: CaseStudy, session: Session, incident: Incident) -> None
     if isinstance(turn, AssistantTurn) and turn.reasoning.strip():
         cs.mistake.append(S("Its reasoning, which the user never saw, begins: ",
                             quote(turn.reasoning, 300)))
-    if failed is not None:
+    if failed is not None and fact is not None:
         pair = session.call_for(failed)
         cmd = pair[1].command if pair else None
-        lines = telling_lines(failed.error or failed.output, 2)
-        status = result_status(session, failed)
+        lines = [ln for ln in fact.quote.splitlines() if ln.strip()]
+        status = status_words(fact.status or "ok")
+        did_fail = fact.kind == "failure"
         holder = pair[0] if pair else None
         if cmd and holder is not None and _sent_to_background(session, pair[1]):
             subject: list[Piece | str] = ["the ", code(program(cmd)), " launch at ",
@@ -103,8 +104,8 @@ def _empty_response(cs: CaseStudy, session: Session, incident: Incident) -> None
               holder.ordinal != failed.ordinal and _sent_to_background(session, pair[1]) else
               [" at ", ref(failed)]),
             f", which {status}",
-            *([": ", *joined_quotes(lines)] if lines and result_failed(session, failed) else []), "."))
-        if result_failed(session, failed):
+            *([": ", *joined_quotes(lines)] if lines and did_fail else []), "."))
+        if did_fail:
             cs.mistake.append(S("Instead of saying what failed and what it would do next, the "
                                 "assistant ended its turn without a word."))
             cs.assumptions.append(S("That the failed call at ", ref(failed), " needed no "
@@ -409,9 +410,10 @@ CHAPTERS: dict[str, Chapter] = {
 def title_for(session: Session, incident: Incident, rule_title: str) -> str:
     turn = session.turns[incident.turn - 1]
     n = incident.turn
-    prev = session.turns[n - 2] if n >= 2 else None
     if incident.rule == "empty-response":
-        if isinstance(prev, ToolResultTurn) and result_failed(session, prev):
+        before = ev.silence_after(session, incident)
+        if before is not None and before[1].kind == "failure":
+            prev = before[0]
             pair = session.call_for(prev)
             what = program(pair[1].command) if pair and pair[1].command else prev.name or "tool"
             return f"Silence after a failed {what}: the empty reply at turn {n}"

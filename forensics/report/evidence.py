@@ -43,6 +43,14 @@ def result_before(session: Session, incident: Incident) -> ToolResultTurn | None
     return prev if isinstance(prev, ToolResultTurn) else None
 
 
+def silence_after(session: Session, incident: Incident) -> tuple[ToolResultTurn, Evidence] | None:
+    """The tool result an empty reply answered, with its fact (kind ``failure`` when it
+    failed, its status and telling lines), as the empty-response finding names it."""
+    fact = _fact(incident, "result before the silence")
+    result = _turn(session, fact.turn) if fact else None
+    return (result, fact) if isinstance(result, ToolResultTurn) else None
+
+
 def call_of(session: Session, result: ToolResultTurn) -> tuple[AssistantTurn, ToolCall] | None:
     return session.call_for(result)
 
@@ -60,7 +68,8 @@ class FailedCall:
 
 
 def failed_calls(session: Session, incident: Incident) -> list[FailedCall]:
-    """The failed calls the finding's facts name (ignored-tool-error's failure), in order."""
+    """The failed calls the finding's facts name, in order (ignored-tool-error's failure, the
+    failed result an empty reply answered, a failed run a claim rests on)."""
     out: list[FailedCall] = []
     for fact in incident.facts:
         if fact.kind != "failure":

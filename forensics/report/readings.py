@@ -250,10 +250,10 @@ def _failure_signals(session: Session, result: ToolResultTurn | None, name: str,
 
 def _empty_response(session: Session, incident: Incident, scene: Scene) -> list[Signal]:
     out: list[Signal] = []
-    before = ev.result_before(session, incident)
-    if before is not None and result_failed(session, before):
-        out += _failure_signals(session, before, "failed_call_before")
-        done = _completed(session, [before])
+    failed = ev.failed_calls(session, incident)  # the result the silence answered, if failed
+    if failed:
+        out += _failure_signals(session, failed[0].result, "failed_call_before", failed[0])
+        done = _completed(session, [failed[0].result])
         if done:
             out.append(done)
     turn = ev.flagged(session, incident)

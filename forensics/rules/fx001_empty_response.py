@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from forensics.analysis import STOP_EVENTS, analysis_of
+from forensics.analysis.outcome import telling_lines
 from forensics.analysis.text import shorten
 from forensics.findings import Evidence, Finding
 from forensics.model import AssistantTurn, EventTurn, Session, ToolResultTurn, UserTurn
@@ -98,9 +99,12 @@ def _finding(session: Session, turn, *, no_message: bool = False) -> Finding:
         evidence.append(after_result.ordinal)
         status = _result_status(session, after_result)
         context = f" after the {after_result.name or 'tool'} result ({status})"
-        facts.append(Evidence(kind="result", role="result before the silence",
-                              turn=after_result.ordinal, anchor=after_result.anchor,
-                              quote=status))
+        outcome = analysis_of(session).outcome(after_result)
+        lines = telling_lines(after_result.error or after_result.output, 2)
+        facts.append(Evidence(kind="failure" if outcome.failed else "result",
+                              role="result before the silence", turn=after_result.ordinal,
+                              anchor=after_result.anchor, status=outcome.status() or "ok",
+                              quote="\n".join(lines)))
     if user_next is not None:
         evidence.append(user_next.ordinal)
         facts.append(Evidence(kind="message", role="user wrote next", turn=user_next.ordinal,
