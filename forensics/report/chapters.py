@@ -253,8 +253,7 @@ def _ignored_tool_error(cs: CaseStudy, session: Session, incident: Incident) -> 
 
 def _user_resend(cs: CaseStudy, session: Session, incident: Incident) -> None:
     turn = session.turns[incident.turn - 1]
-    earlier = next((session.turns[o - 1] for o in incident.evidence_turns
-                    if o < incident.turn and isinstance(session.turns[o - 1], UserTurn)), None)
+    earlier = ev.repeated_message(session, incident)
     words = user_words(turn) if isinstance(turn, UserTurn) else ""
     between = [session.turns[o - 1] for o in incident.evidence_turns
                if earlier is not None and earlier.ordinal < o < incident.turn]
@@ -407,6 +406,12 @@ CHAPTERS: dict[str, Chapter] = {
 }
 
 
+_RESEND_AFTER = {"provider error": " after a provider error", "aborted reply": " after an aborted reply",
+                 "aborted turn with no text shown": " after an aborted reply",
+                 "empty reply": " after an empty reply"}
+"""What answered the repeated message (the user-resend finding's fact), for its title."""
+
+
 def title_for(session: Session, incident: Incident, rule_title: str) -> str:
     turn = session.turns[incident.turn - 1]
     n = incident.turn
@@ -429,12 +434,6 @@ def title_for(session: Session, incident: Incident, rule_title: str) -> str:
         what = program(cmd) if cmd else next((c.name for c in calls_of(turn)), "tool call")
         return f"The failed {what} at turn {n} that nobody dealt with"
     if incident.rule == "user-resend":
-        between = [session.turns[o - 1] for o in incident.evidence_turns if o < n]
-        why = ""
-        for t in between:
-            if isinstance(t, AssistantTurn):
-                why = (" after a provider error" if t.error is not None else
-                       " after an aborted reply" if t.aborted else
-                       " after an empty reply" if not t.visible else why)
-        return f"The user had to ask again at turn {n}{why}"
+        answer = next((f.role for f in incident.facts if f.role in _RESEND_AFTER), "")
+        return f"The user had to ask again at turn {n}{_RESEND_AFTER.get(answer, '')}"
     return f"{rule_title} (turn {n})"

@@ -147,11 +147,10 @@ def checks_between(session: Session, first: int, last: int) -> list[Turn]:
 
 
 def repeated_message(session: Session, incident: Incident) -> UserTurn | None:
-    """The earlier user message a re-send repeats."""
-    for turn in evidence(session, incident):
-        if turn.ordinal < incident.turn and isinstance(turn, UserTurn):
-            return turn
-    return None
+    """The earlier user message a re-send repeats (its ``earlier message`` fact)."""
+    fact = _fact(incident, "earlier message")
+    turn = _turn(session, fact.turn) if fact else None
+    return turn if isinstance(turn, UserTurn) else None
 
 
 def replies_between(session: Session, incident: Incident) -> list[Turn]:
