@@ -337,3 +337,29 @@ def test_a_different_cause_is_told_in_full(tmp_path: Path) -> None:
     assert "A silent failure: the empty reply at turn 10" in _text(last.explanations)
     assert not _text(last.shows).startswith("Same cause")
     assert resends[1].same_as is resends[0].incident
+
+
+def test_ignored_tool_error_reads_what_came_next_from_the_findings_facts() -> None:
+    """The case study says what the rule saw after the failure: a success claim only where the
+    finding holds one, moving on in words otherwise, and the failure as the rule judged it
+    (Codex's status line, which the shared outcome does not read)."""
+    from forensics.report import readings
+    from forensics.report.narrative import scene_of
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_report import RESULTS
+
+    def signals_of(case: str) -> dict:
+        result = RESULTS[case]
+        (incident,) = [i for i in result.incidents if i.code == "FX003"]
+        return readings.signals(result.session, incident, scene_of(result.session, incident))
+
+    claimed = signals_of("tests-fail-claimed-pass")
+    assert "success_claim_after" in claimed and "moved_on_after" not in claimed
+    moved = signals_of("codex-exit-in-text-only")
+    assert "moved_on_after" in moved and "success_claim_after" not in moved
+    def words(pieces) -> str:
+        return "".join(p if isinstance(p, str) else p.text for p in pieces)
+
+    assert words(moved["failed_call"].values["status"]) == "failed"
+    assert "Process exited with code 2" in words(moved["failed_call"].values["line"])

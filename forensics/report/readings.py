@@ -330,15 +330,20 @@ def _ignored_tool_error(session: Session, incident: Incident, scene: Scene) -> l
         done = _completed(session, [f.result for f in failed])
         if done:
             out.append(done)
-    for t in ev.evidence(session, incident):
-        if t.ordinal <= incident.turn or not isinstance(t, AssistantTurn):
-            continue
-        if not t.visible:
-            out.append(Signal("empty_after", {"reply": [ref(t)]}, [t.ordinal]))
-        elif t.text.strip():
-            out.append(Signal("success_claim_after", {"reply": [ref(t)], "said": [
-                quote(opening(t.text), 200)]}, [t.ordinal]))
-        break
+    # what the assistant did next, as the finding's facts say: a success it claimed, else its
+    # first reply (empty, or moving on in words; a reply of calls only says nothing here)
+    after = [f for f in incident.facts if f.kind == "claim"] or [
+        f for f in incident.facts if f.kind == "reply"][:1]
+    for fact in after:
+        reply = session.turns[fact.turn - 1]
+        if fact.kind == "claim":
+            out.append(Signal("success_claim_after", {"reply": [ref(reply)], "said": [
+                quote(opening(fact.quote), 200)]}, [fact.turn]))
+        elif fact.role == "empty reply":
+            out.append(Signal("empty_after", {"reply": [ref(reply)]}, [fact.turn]))
+        elif fact.quote:
+            out.append(Signal("moved_on_after", {"reply": [ref(reply)], "said": [
+                quote(opening(fact.quote), 200)]}, [fact.turn]))
     return out
 
 
