@@ -32,6 +32,7 @@ from forensics.analysis import OutcomeRules, analysis_of, user_stopped
 from forensics.analysis.commands import program
 from forensics.analysis.outcome import any_of as _any_of
 from forensics.analysis.outcome import telling_lines
+from forensics.analysis.phrases import phrase_pattern as _phrases
 from forensics.analysis.shell import command_of as _script_of
 from forensics.analysis.shell import split_commands
 from forensics.analysis.text import edges as _edges
@@ -40,7 +41,6 @@ from forensics.findings import Evidence, Finding
 from forensics.model import (AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn,
                              UserTurn)
 from forensics.rules import rule
-from forensics.rules._patterns import phrases as _phrases
 
 _PATH = re.compile(r"(?:[A-Za-z]:)?[\w.~-]*[/\\][\w./\\@+-]+")
 _QUOTED = re.compile(r"[`'\"“‘]([^`'\"”’\n]{3,80})[`'\"”’]")

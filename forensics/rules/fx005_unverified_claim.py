@@ -24,10 +24,10 @@ from typing import Any, ClassVar
 from forensics.analysis.outcome import telling_lines
 from forensics.findings import Evidence, Finding
 from forensics.model import AssistantTurn, EventTurn, Session, ToolResultTurn, UserTurn
+from forensics.analysis.phrases import cached_phrase_pattern
 from forensics.rules import rule
 from forensics.rules._facts import (
     Run,
-    cached_pattern,
     check_kinds,
     compile_all,
     edited_files,
@@ -82,15 +82,15 @@ class UnverifiedClaimParams:
                                      for k, v in raw["check_commands"].items()}),
             claims=MappingProxyType({k: tuple(w.lower() for w in v)
                                      for k, v in raw["check_claims"].items() if v}),
-            hedge=cached_pattern(tuple(raw["hedges"])),
-            negation=cached_pattern(tuple(raw["negations"])),
-            reported=cached_pattern(tuple(raw["user_reports"])),
+            hedge=cached_phrase_pattern(tuple(raw["hedges"])),
+            negation=cached_phrase_pattern(tuple(raw["negations"])),
+            reported=cached_phrase_pattern(tuple(raw["user_reports"])),
             probes=tuple(compile_all(raw["probe_checks"])),
             editors=frozenset(t.lower() for t in raw["edit_tools"]),
             delegates=frozenset(t.lower() for t in raw["delegate_tools"]),
             uncovered=tuple(compile_all(raw["uncovered_files"])),
             edit_sensitive=frozenset(raw["edit_sensitive"]),
-            markers=MappingProxyType({k: cached_pattern(tuple(v))
+            markers=MappingProxyType({k: cached_phrase_pattern(tuple(v))
                                       for k, v in raw["output_success"].items() if v}),
         )
 
@@ -122,7 +122,7 @@ def _claims(text, claims, hedge, negation, reported) -> list[_Claim]:
     hits = []
     for kind, phrases in claims.items():
         present = tuple(p for p in phrases if p in body)  # substring first: regexes are slow
-        pattern = cached_pattern(present) if present else None
+        pattern = cached_phrase_pattern(present) if present else None
         if pattern is not None:
             hits.extend((kind, m) for m in pattern.finditer(body))
     out: list[_Claim] = []
@@ -184,7 +184,7 @@ def _user_reported(session, turn, claim, claims, done) -> bool:
     """The user said the check passed (after the last run the assistant made)."""
     since = done[-1][0].turn.ordinal if done else 0
     phrases = claims.get(claim.kind)
-    pattern = cached_pattern(phrases) if phrases else None
+    pattern = cached_phrase_pattern(phrases) if phrases else None
     for t in session.turns[since:turn.ordinal - 1]:
         if isinstance(t, UserTurn) and pattern is not None and pattern.search(t.text.lower()):
             return True

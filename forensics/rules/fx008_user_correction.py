@@ -20,10 +20,10 @@ from typing import Any, ClassVar
 
 from forensics.findings import Evidence, Finding
 from forensics.model import AssistantTurn, Session, UserTurn
+from forensics.analysis.phrases import cached_phrase_pattern
 from forensics.rules import rule
 from forensics.rules._facts import (
     asks_question,
-    cached_pattern,
     commands,
     compile_all,
     exchange_before,
@@ -60,13 +60,13 @@ class UserCorrectionParams:
     @classmethod
     def from_params(cls, raw: Mapping[str, Any]) -> "UserCorrectionParams":
         return cls(
-            strong=cached_pattern(tuple(raw["strong_openers"]), anchored=True),
-            negation=cached_pattern(tuple(raw["negation_openers"]), anchored=True),
-            truth=cached_pattern(tuple(raw["truth_words"])),
-            polite=cached_pattern(tuple(raw["polite_negatives"]), anchored=True),
-            mind=cached_pattern(tuple(raw["change_of_mind"])),
+            strong=cached_phrase_pattern(tuple(raw["strong_openers"]), anchored=True),
+            negation=cached_phrase_pattern(tuple(raw["negation_openers"]), anchored=True),
+            truth=cached_phrase_pattern(tuple(raw["truth_words"])),
+            polite=cached_phrase_pattern(tuple(raw["polite_negatives"]), anchored=True),
+            mind=cached_phrase_pattern(tuple(raw["change_of_mind"])),
             destructive=tuple(compile_all(raw["destructive_commands"])),
-            destroyed_words=cached_pattern(tuple(raw["destruction_words"])),
+            destroyed_words=cached_phrase_pattern(tuple(raw["destruction_words"])),
             opening_chars=raw["opening_chars"],
         )
 
