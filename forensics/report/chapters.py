@@ -38,7 +38,6 @@ from forensics.analysis import analysis_of
 from forensics.report import evidence as ev
 from forensics.report._shell import (
     program,
-    result_failed,
     result_status,
     status_words,
     strip_env,
@@ -261,6 +260,7 @@ def _user_resend(cs: CaseStudy, session: Session, incident: Incident) -> None:
     if not replies and earlier is not None:
         replies = [t for t in session.turns[earlier.ordinal: incident.turn - 1]
                    if isinstance(t, (AssistantTurn, EventTurn))]
+    failures = ev.failed_results(session, incident)  # the failed call the finding names
     for t in replies[-2:]:
         if isinstance(t, AssistantTurn):
             if t.error is not None:
@@ -279,8 +279,9 @@ def _user_resend(cs: CaseStudy, session: Session, incident: Incident) -> None:
         elif isinstance(t, EventTurn):
             cs.mistake.append(S("In between, the harness recorded ", code(t.event), " at ",
                                 ref(t), *([": ", quote(t.text, 200)] if t.text else []), "."))
-        elif isinstance(t, ToolResultTurn) and result_failed(session, t):
-            cs.mistake.append(S("In between, a tool call failed at ", ref(t), "."))
+        elif isinstance(t, ToolResultTurn) and t.ordinal in failures:
+            cs.mistake.append(S("In between, a tool call failed at ", ref(t), " (",
+                                failures[t.ordinal], ")."))
     if earlier is not None:
         likeness = _likeness(user_words(earlier), words)
         gap = ""
@@ -408,7 +409,8 @@ CHAPTERS: dict[str, Chapter] = {
 
 _RESEND_AFTER = {"provider error": " after a provider error", "aborted reply": " after an aborted reply",
                  "aborted turn with no text shown": " after an aborted reply",
-                 "empty reply": " after an empty reply"}
+                 "empty reply": " after an empty reply",
+                 "failed call with no reply": " after a failed call"}
 """What answered the repeated message (the user-resend finding's fact), for its title."""
 
 
