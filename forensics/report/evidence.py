@@ -76,8 +76,15 @@ def failed_calls(session: Session, incident: Incident) -> list[FailedCall]:
             continue
         result = _turn(session, fact.turn)
         pair = session.call_for(result) if isinstance(result, ToolResultTurn) else None
-        if pair is not None:
-            out.append(FailedCall(pair[1], result, fact.status or "failed",
+        call = pair[1] if pair is not None else None
+        script = analysis_of(session).script
+        if call is not None and fact.command and script(call) != fact.command:
+            # the failure showed in another call's result (a launch's log read later): the
+            # failed call is the one the finding flags
+            call = next((c for c in calls_of(flagged(session, incident))
+                         if script(c) == fact.command), call)
+        if call is not None:
+            out.append(FailedCall(call, result, fact.status or "failed",
                                   tuple(ln for ln in fact.quote.splitlines() if ln.strip())))
     return out
 
