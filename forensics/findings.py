@@ -24,6 +24,10 @@ EvidenceKind = Literal[
     "failure",  # a failed tool call: how it failed, in its own words
     "claim",  # the assistant's words claiming something
     "message",  # the user's words
+    "reply",  # what the assistant did or said next (an empty reply, moving on)
+    "call",  # a tool call: the one that never came back, the corrected or destructive one
+    "edit",  # a file the assistant changed
+    "event",  # a harness event: an interruption, a provider error, a compaction
 ]
 
 
@@ -42,6 +46,9 @@ class Evidence(BaseModel):
     """The words that proved it, from the transcript (shortened), or empty."""
     command: str | None = None
     port: int | None = None
+    status: str | None = None
+    """How a call or check ended, in words (``exited with status 1``, ``timed out``), as the
+    rule judged it; None when the fact is not a run."""
 
 
 class Finding(BaseModel):

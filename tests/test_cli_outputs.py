@@ -39,6 +39,24 @@ def test_jsonl_is_one_finding_per_line_at_the_anchor_line() -> None:
         assert r["path"] == str(CLAUDE)
 
 
+def test_json_and_jsonl_carry_each_findings_facts() -> None:
+    rows = [orjson.loads(line) for line in cli("scan", CLAUDE, "-f", "jsonl").stdout.splitlines()]
+    doc = orjson.loads(cli("scan", CLAUDE, "-f", "json").stdout)
+    assert [r["facts"] for r in rows] == [f["facts"] for f in doc["findings"]]
+    resend = next(r for r in rows if r["code"] == "FX004")
+    assert [(f["kind"], f["role"], f["turn"]) for f in resend["facts"]] == [
+        ("message", "earlier message", 13), ("reply", "empty reply", 14),
+        ("message", "repeat", 15)]
+    assert {f["anchor"] for f in resend["facts"][:2]} == set(resend["evidence"])
+    assert resend["facts"][2]["anchor"] == resend["anchor"]
+    assert resend["facts"][0]["quote"] == resend["facts"][2]["quote"] == (
+        "why is the discount applied twice?")
+    for r in rows:
+        for f in r["facts"]:
+            assert set(f) == {"kind", "role", "turn", "anchor", "quote", "command", "port",
+                              "status"}
+
+
 def test_codex_lines_are_the_anchor_lines() -> None:
     rows = [orjson.loads(l) for l in cli("scan", CODEX, "-f", "jsonl").stdout.splitlines()]
     assert [(r["anchor"], r["line"]) for r in rows] == [("L26", 26), ("L33", 33), ("L39", 39)]

@@ -7,7 +7,9 @@ hold on any input: determinism, anchors that point at real turns, evidence insid
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from hypothesis import given, settings
@@ -46,10 +48,9 @@ def test_every_rule_file_is_joined_to_its_code() -> None:
     assert all(s.severity == "low" for s in specs.values() if s.is_harness)
     for spec in specs.values():
         assert Path(spec.path).name == f"{spec.code}-{spec.slug}.toml"
-        params = inspect.signature(spec.func).parameters
-        keyword = {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY}
-        typed = spec.params_class.param_names if spec.params_class else set()
-        assert (typed or keyword) == set(spec.params)
+        assert spec.params_class.param_names == set(spec.params)
+        assert [p.name for p in inspect.signature(spec.func).parameters.values()] == [
+            "session", "params"]
         assert spec.title and spec.summary and spec.rationale and spec.remediation
         assert spec.falsepositives, f"{spec.code} lists no false positives"
 
@@ -60,7 +61,21 @@ def _write_rule(tmp_path: Path, name: str, body: str) -> Path:
     return path
 
 
-def _dummy(session: Session, *, threshold: int):
+@dataclass(frozen=True)
+class _DummyParams:
+    param_names: ClassVar[frozenset[str]] = frozenset({"threshold"})
+    threshold: int
+
+    @classmethod
+    def from_params(cls, raw):
+        return cls(raw["threshold"])
+
+
+def _dummy(session: Session, params: _DummyParams):
+    yield from ()
+
+
+def _keyword_style(session: Session, *, threshold: int):
     yield from ()
 
 
@@ -93,6 +108,51 @@ def test_registry_refuses_params_that_differ_from_the_function(tmp_path: Path) -
                        '[params]\nthreshhold=1\n')
     with pytest.raises(RuleError, match="differ from"):
         _load_spec(path, _dummy)
+
+
+def test_registry_refuses_keyword_only_parameters(tmp_path: Path) -> None:
+    path = _write_rule(tmp_path, "FX009-x.toml",
+                       'id="FX009"\nslug="x"\ntitle="t"\nseverity="high"\nsummary="s"\n'
+                       '[params]\nthreshold=1\n')
+    with pytest.raises(RuleError, match="_keyword_style must take .session, params"):
+        _load_spec(path, _keyword_style)
+
+
+def test_a_rule_gets_its_params_built_once_per_parameter_set(tmp_path: Path) -> None:
+    path = _write_rule(tmp_path, "FX009-x.toml",
+                       'id="FX009"\nslug="x"\ntitle="t"\nseverity="high"\nsummary="s"\n'
+                       '[params]\nthreshold=1\n')
+    seen = []
+
+    def rule_func(session: Session, params: _DummyParams):
+        seen.append(params)
+        yield from ()
+
+    spec = _load_spec(path, rule_func)
+    session = Session(id="s", source="s", agent="claude-code", format="claude-code", turns=[])
+    for raw in (None, None, {"threshold": 1}, {"threshold": 2}):
+        list(spec.run(session, raw))
+    assert [p.threshold for p in seen] == [1, 1, 1, 2]
+    assert seen[0] is seen[1] is seen[2] and seen[3] is not seen[0]
+
+
+@dataclass(frozen=True)
+class _ListParams:
+    param_names: ClassVar[frozenset[str]] = frozenset({"names", "more"})
+    names: tuple[str, ...]
+
+    @classmethod
+    def from_params(cls, raw):
+        return cls(tuple(raw["names"]))
+
+
+def test_every_rule_may_refer_to_another_list_of_its_params() -> None:
+    from forensics.analysis.params import build
+
+    built = build(_ListParams, {"names": ["a", "@more"], "more": ["b", "c"]})
+    assert built.names == ("a", "b", "c")
+    with pytest.raises(RuleError, match="names no list"):
+        build(_ListParams, {"names": ["@nothing"], "more": []})
 
 
 def test_registry_refuses_a_file_without_code(tmp_path: Path) -> None:

@@ -337,3 +337,52 @@ def test_a_different_cause_is_told_in_full(tmp_path: Path) -> None:
     assert "A silent failure: the empty reply at turn 10" in _text(last.explanations)
     assert not _text(last.shows).startswith("Same cause")
     assert resends[1].same_as is resends[0].incident
+
+
+def test_ignored_tool_error_reads_what_came_next_from_the_findings_facts() -> None:
+    """The case study says what the rule saw after the failure: a success claim only where the
+    finding holds one, moving on in words otherwise, and the failure as the rule judged it
+    (Codex's status line, typed when read)."""
+    from forensics.report import readings
+    from forensics.report.narrative import scene_of
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_report import RESULTS
+
+    def signals_of(case: str) -> dict:
+        result = RESULTS[case]
+        (incident,) = [i for i in result.incidents if i.code == "FX003"]
+        return readings.signals(result.session, incident, scene_of(result.session, incident))
+
+    claimed = signals_of("tests-fail-claimed-pass")
+    assert "success_claim_after" in claimed and "moved_on_after" not in claimed
+    moved = signals_of("codex-exit-in-text-only")
+    assert "moved_on_after" in moved and "success_claim_after" not in moved
+    def words(pieces) -> str:
+        return "".join(p if isinstance(p, str) else p.text for p in pieces)
+
+    # the Codex reader typed the status line as exit 2; the line quoted is the error before it
+    assert words(moved["failed_call"].values["status"]) == "exited with code 2"
+    assert "Makefile:4: all] Error 1" in words(moved["failed_call"].values["line"])
+
+
+def test_a_launch_that_died_in_its_log_is_told_as_the_launchs_failure(tmp_path: Path) -> None:
+    """FX003 on a launch whose later log read showed it died: the case study names the launch
+    (not the read) as the failed call, how it died and the read that showed it."""
+    import tomllib
+
+    from case_formats import render
+
+    cases = tomllib.loads((REPO / "tests" / "fixtures" / "rules" /
+                           "FX003-ignored-tool-error.toml").read_text(encoding="utf-8"))["case"]
+    raw = next(c for c in cases if c["name"] == "log-read-shows-launch-died")
+    rendered, _ = render(raw, "claude-code")
+    path = tmp_path / "died.jsonl"
+    path.write_text(rendered.text, encoding="utf-8")
+    [(result, cs)] = [(r, c) for r, c in _studies(path) if c.incident.code == "FX003"]
+    assert cs.incident.anchor == result.session.turn(2).tool_calls[0].anchor
+    [failure] = [f for f in cs.incident.facts if f.kind == "failure"]
+    assert (failure.status, failure.turn) == ("port taken", 5)
+    mistake = _text(cs.mistake)
+    assert "The uvicorn launch at turn 2 found its port already taken" in mistake.replace("`", "").replace("*", "")
+    assert "Address already in use" in mistake

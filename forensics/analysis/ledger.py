@@ -41,6 +41,7 @@ from typing import Any, ClassVar
 from forensics.resources import rules_dir
 from forensics.model import AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn, UserTurn
 from forensics.analysis.params import build as build_params
+from forensics.analysis.phrases import phrase_pattern
 from forensics.analysis.params import require_names, resolve_references
 from forensics.analysis.commands import _ASSIGN, Command, Pipeline, normalize, parse, split_pipelines
 from forensics.analysis.commands import words as shell_words
@@ -233,17 +234,8 @@ def _union(patterns: Iterable[str], flags: int = re.I | re.M) -> re.Pattern[str]
 
 
 def _words(words: Iterable[str]) -> re.Pattern[str] | None:
-    """A phrase list as one regex; ASCII phrases match on word boundaries, others anywhere."""
-    ascii_words = sorted({re.escape(w.strip()) for w in words if w.strip() and w.isascii()},
-                         key=len, reverse=True)
-    other = sorted({re.escape(w.strip()) for w in words if w.strip() and not w.isascii()},
-                   key=len, reverse=True)
-    parts = []
-    if ascii_words:
-        parts.append(rf"(?<!\w)(?:{'|'.join(ascii_words)})(?!\w)")
-    if other:
-        parts.append(f"(?:{'|'.join(other)})")
-    return _compile("|".join(parts)) if parts else None
+    """A phrase list as one regex (``forensics.analysis.phrases``: the one way for every list)."""
+    return phrase_pattern(words)
 
 
 def _literal_words(patterns: Iterable[str]) -> tuple[str, ...] | None:

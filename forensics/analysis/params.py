@@ -1,14 +1,15 @@
 """Rule parameters as one typed object, built once per parameter set.
 
-A rule file's ``[params]`` is data; a rule that takes a typed parameters object names a class
+A rule file's ``[params]`` is data; every rule takes one typed parameters object, of a class
 with ``from_params(raw)`` and ``param_names``. ``build`` makes that object once per distinct
 ``raw`` (a user config that extends a list makes a second one, never one per session).
 
 Knowledge lists can refer to each other instead of repeating entries: a list entry
 ``"@name"`` stands for every entry of the list ``name`` of the same ``[params]``, and
 ``"@table.key"`` for one value of the table ``table`` (``"@server_commands.docker"``).
-References are resolved after a user's ``extend-…`` has been applied, so an extension of the
-referred list reaches every list that refers to it.
+``build`` resolves references before ``from_params`` sees the params, after a user's
+``extend-…`` has been applied, so an extension of the referred list reaches every list that
+refers to it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,20 @@ class TypedParams(Protocol):
 
 P = TypeVar("P")
 
+
+class NoParams:
+    """The parameters of a rule whose file has an empty ``[params]``."""
+
+    param_names: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_params(cls, raw: Mapping[str, Any]) -> "NoParams":
+        return cls()
+
 _BUILT: dict[tuple[type, Any], Any] = {}
+_BY_OBJECT: dict[tuple[type, int], tuple[Mapping[str, Any], Any]] = {}
+"""The same ``raw`` object again (every session of a scan passes the rule file's dict): found
+without freezing it, which costs more than some rules' whole run on a session."""
 
 
 def freeze(value: Any) -> Any:
@@ -41,13 +55,21 @@ def freeze(value: Any) -> Any:
 
 
 def build(cls: type[P], raw: Mapping[str, Any]) -> P:
-    """``cls.from_params(raw)``, made once per distinct ``raw``."""
+    """``cls.from_params(raw)``, made once per distinct ``raw`` (params are not changed in
+    place once a rule has run on them)."""
+    seen = _BY_OBJECT.get((cls, id(raw)))
+    if seen is not None and seen[0] is raw:
+        return seen[1]
     key = (cls, freeze(raw))
     made = _BUILT.get(key)
     if made is None:
         if len(_BUILT) > 64:
             _BUILT.clear()
-        made = _BUILT[key] = cls.from_params(raw)  # type: ignore[attr-defined]
+        resolved = resolve_references(raw)
+        made = _BUILT[key] = cls.from_params(resolved)  # type: ignore[attr-defined]
+    if len(_BY_OBJECT) > 64:
+        _BY_OBJECT.clear()
+    _BY_OBJECT[(cls, id(raw))] = (raw, made)  # holding raw keeps its id from being reused
     return made
 
 

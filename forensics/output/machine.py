@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 
 from forensics.engine import ScanResult
+from forensics.findings import Evidence
 from forensics.output import Located, Rendering, clean, located, rule_counts
 
 SCHEMA_VERSION = 1
@@ -31,6 +32,21 @@ def finding_doc(loc: Located, opts: Rendering) -> dict[str, Any]:
         "evidence": i.evidence,
         "message": clean(i.message, opts),
         "fingerprint": i.fingerprint,
+        "facts": [fact_doc(f, opts) for f in i.facts],
+    }
+
+
+def fact_doc(fact: Evidence, opts: Rendering) -> dict[str, Any]:
+    """One piece of a finding's typed evidence; transcript words (quote, command) redacted."""
+    return {
+        "kind": fact.kind,
+        "role": fact.role,
+        "turn": fact.turn,
+        "anchor": fact.anchor,
+        "quote": clean(fact.quote, opts),
+        "command": clean(fact.command, opts) if fact.command is not None else None,
+        "port": fact.port,
+        "status": clean(fact.status, opts) if fact.status is not None else None,
     }
 
 

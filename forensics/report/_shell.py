@@ -94,15 +94,22 @@ def result_failed(session: Session, result: ToolResultTurn) -> bool:
 
 
 _STATUS_WORDS = {"aborted": "was aborted", "timed out": "timed out", "killed": "was killed",
-                 "error": "failed", "failed": "failed"}
+                 "error": "failed", "failed": "failed", "ok": "succeeded",
+                 "no result": "never came back", "pending": "was still marked running",
+                 "crashed": "died", "port taken": "found its port already taken"}
+
+
+def status_words(status: str) -> str:
+    """A status of the evidence's vocabulary (``exit 1``, ``killed``, ``ok``…) in words."""
+    if status.startswith("exit "):
+        return f"exited with code {status[5:]}"
+    return _STATUS_WORDS.get(status, status)
 
 
 def result_status(session: Session, result: ToolResultTurn) -> str:
     """How a tool result ended, in words (from the analysis' outcome)."""
     status = analysis_of(session).outcome(result).status()
-    if status.startswith("exit "):
-        return f"exited with code {result.exit_code}"
     if status:
-        return _STATUS_WORDS[status]
+        return status_words(status)
     return "succeeded" if result.exit_code == 0 else "came back"
 

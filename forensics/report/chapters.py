@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from forensics.findings import Incident
+from forensics.findings import Evidence, Incident
 from forensics.model import (
     AssistantTurn,
     EventTurn,
@@ -38,8 +38,8 @@ from forensics.analysis import analysis_of
 from forensics.report import evidence as ev
 from forensics.report._shell import (
     program,
-    result_failed,
     result_status,
+    status_words,
     strip_env,
     telling_lines,
 )
@@ -61,8 +61,8 @@ Chapter = Callable[["CaseStudy", Session, Incident], None]
 
 def _empty_response(cs: CaseStudy, session: Session, incident: Incident) -> None:
     turn = session.turns[incident.turn - 1]
-    prev = session.turns[incident.turn - 2] if incident.turn >= 2 else None
-    failed = prev if isinstance(prev, ToolResultTurn) else None
+    before = ev.silence_after(session, incident)
+    failed, fact = before if before else (None, None)
     what: Sentence | None
     if isinstance(turn, AssistantTurn):
         if turn.reasoning.strip() and "reasoning_only" in cs.signals:
@@ -83,11 +83,12 @@ def _empty_response(cs: CaseStudy, session: Session, incident: Incident) -> None
     if isinstance(turn, AssistantTurn) and turn.reasoning.strip():
         cs.mistake.append(S("Its reasoning, which the user never saw, begins: ",
                             quote(turn.reasoning, 300)))
-    if failed is not None:
+    if failed is not None and fact is not None:
         pair = session.call_for(failed)
         cmd = pair[1].command if pair else None
-        lines = telling_lines(failed.error or failed.output, 2)
-        status = result_status(session, failed)
+        lines = [ln for ln in fact.quote.splitlines() if ln.strip()]
+        status = status_words(fact.status or "ok")
+        did_fail = fact.kind == "failure"
         holder = pair[0] if pair else None
         if cmd and holder is not None and _sent_to_background(session, pair[1]):
             subject: list[Piece | str] = ["the ", code(program(cmd)), " launch at ",
@@ -102,8 +103,8 @@ def _empty_response(cs: CaseStudy, session: Session, incident: Incident) -> None
               holder.ordinal != failed.ordinal and _sent_to_background(session, pair[1]) else
               [" at ", ref(failed)]),
             f", which {status}",
-            *([": ", *joined_quotes(lines)] if lines and result_failed(session, failed) else []), "."))
-        if result_failed(session, failed):
+            *([": ", *joined_quotes(lines)] if lines and did_fail else []), "."))
+        if did_fail:
             cs.mistake.append(S("Instead of saying what failed and what it would do next, the "
                                 "assistant ended its turn without a word."))
             cs.assumptions.append(S("That the failed call at ", ref(failed), " needed no "
@@ -219,16 +220,17 @@ def _duplicate_launch(cs: CaseStudy, session: Session, incident: Incident) -> No
 def _ignored_tool_error(cs: CaseStudy, session: Session, incident: Incident) -> None:
     turn = session.turns[incident.turn - 1]
     failed = ev.failed_calls(session, incident)
-    for call, result in failed[:2]:
-        lines = telling_lines(result.error or result.output, 3)
+    for failure in failed[:2]:
+        call = failure.call
         named: list[Piece | str] = (
             ["The ", code(program(call.command)), " launch"]
             if call.command and _sent_to_background(session, call) else
             ["The call ", code(shorten(strip_env(call.command) if call.command
                                        else f"{call.name} {summarize_call(call)}", 200))])
         cs.mistake.append(S(*named,
-                            " at ", ref(turn), f" {result_status(session, result)}",
-                            *([": ", *joined_quotes(lines)] if lines else []), "."))
+                            " at ", ref(turn), f" {status_words(failure.status)}",
+                            *([": ", *joined_quotes(list(failure.lines))] if failure.lines
+                              else []), "."))
     later = [session.turns[o - 1] for o in incident.evidence_turns if o > incident.turn]
     for t in later[:2]:
         if isinstance(t, AssistantTurn):
@@ -245,13 +247,12 @@ def _ignored_tool_error(cs: CaseStudy, session: Session, incident: Incident) -> 
                                     code(cmds), ", which does not deal with the failure."))
     if failed:
         cs.assumptions.append(S("That the call at ", ref(turn), " had done its job; its result "
-                                "says it ", result_status(session, failed[0][1]), "."))
+                                "says it ", status_words(failed[0].status), "."))
 
 
 def _user_resend(cs: CaseStudy, session: Session, incident: Incident) -> None:
     turn = session.turns[incident.turn - 1]
-    earlier = next((session.turns[o - 1] for o in incident.evidence_turns
-                    if o < incident.turn and isinstance(session.turns[o - 1], UserTurn)), None)
+    earlier = ev.repeated_message(session, incident)
     words = user_words(turn) if isinstance(turn, UserTurn) else ""
     between = [session.turns[o - 1] for o in incident.evidence_turns
                if earlier is not None and earlier.ordinal < o < incident.turn]
@@ -259,6 +260,7 @@ def _user_resend(cs: CaseStudy, session: Session, incident: Incident) -> None:
     if not replies and earlier is not None:
         replies = [t for t in session.turns[earlier.ordinal: incident.turn - 1]
                    if isinstance(t, (AssistantTurn, EventTurn))]
+    failures = ev.failed_results(session, incident)  # the failed call the finding names
     for t in replies[-2:]:
         if isinstance(t, AssistantTurn):
             if t.error is not None:
@@ -277,8 +279,9 @@ def _user_resend(cs: CaseStudy, session: Session, incident: Incident) -> None:
         elif isinstance(t, EventTurn):
             cs.mistake.append(S("In between, the harness recorded ", code(t.event), " at ",
                                 ref(t), *([": ", quote(t.text, 200)] if t.text else []), "."))
-        elif isinstance(t, ToolResultTurn) and result_failed(session, t):
-            cs.mistake.append(S("In between, a tool call failed at ", ref(t), "."))
+        elif isinstance(t, ToolResultTurn) and t.ordinal in failures:
+            cs.mistake.append(S("In between, a tool call failed at ", ref(t), " (",
+                                failures[t.ordinal], ")."))
     if earlier is not None:
         likeness = _likeness(user_words(earlier), words)
         gap = ""
@@ -321,19 +324,30 @@ def _what_call(call: ToolCall) -> Piece:
                         else f"{call.name} {summarize_call(call)}", 200))
 
 
+def _facts_of(session: Session, incident: Incident, *kinds: str) -> list[tuple[Evidence, Turn]]:
+    """The finding's facts of these kinds, each with the turn it is in."""
+    return [(f, session.turns[f.turn - 1]) for f in incident.facts
+            if f.kind in kinds and 0 < f.turn <= len(session.turns)]
+
+
+def _command(command: str | None) -> Piece:
+    return code(shorten(strip_env(command or ""), 200))
+
+
 def _unverified_claim(cs: CaseStudy, session: Session, incident: Incident) -> None:
     turn = session.turns[incident.turn - 1]
     cs.mistake.append(S(*prose(incident.message)))
-    for t in _evidence(session, incident):
-        if isinstance(t, ToolResultTurn):
-            pair = session.call_for(t)
-            lines = telling_lines(t.error or t.output, 2)
-            cs.mistake.append(S("The run it rests on, ", *([_what_call(pair[1])] if pair else []),
-                                " at ", ref(t), f", {result_status(session, t)}",
-                                *([": ", *joined_quotes(lines)] if lines else []), "."))
-        elif isinstance(t, AssistantTurn) and t.tool_calls:
+    for f, t in _facts_of(session, incident, "result", "failure", "edit"):
+        if f.kind == "edit":
             cs.mistake.append(S("After it, at ", ref(t), ", the assistant edited ",
-                                _what_call(t.tool_calls[0]), ", and ran nothing again."))
+                                code(f.quote) if f.quote else "a file", " with ",
+                                code(shorten(f.command or "", 80)), ", and ran nothing again."))
+        elif isinstance(t, ToolResultTurn):
+            lines = [ln for ln in f.quote.splitlines() if ln.strip()] or telling_lines(
+                t.error or t.output, 2)
+            cs.mistake.append(S("The run it rests on, ", _command(f.command), " at ", ref(t),
+                                f", {status_words(f.status or 'ok')}",
+                                *([": ", *joined_quotes(lines)] if lines else []), "."))
     cs.assumptions.append(S("That the check the message at ", ref(turn), " names had passed on "
                             "the code as it stood; the transcript shows ",
                             incident.severity_reason, "."))
@@ -342,8 +356,10 @@ def _unverified_claim(cs: CaseStudy, session: Session, incident: Incident) -> No
 def _retry_loop(cs: CaseStudy, session: Session, incident: Incident) -> None:
     turn = session.turns[incident.turn - 1]
     cs.mistake.append(S(*prose(incident.message)))
-    runs = sorted({incident.turn, *incident.evidence_turns})
-    cs.mistake.append(S("The runs: ", ", ".join(f"turn {o}" for o in runs),
+    runs = [f for f, _t in _facts_of(session, incident, "failure")]
+    statuses = {f.status for f in runs if f.status}
+    how = f" (each {status_words(statuses.pop())})" if len(statuses) == 1 else ""
+    cs.mistake.append(S("The runs: ", ", ".join(f"turn {f.turn}" for f in runs), how,
                         "; between them only reads, no edit, install or change of arguments."))
     cs.assumptions.append(S("That running the step again as it was, after ", ref(turn),
                             ", could end differently."))
@@ -352,12 +368,12 @@ def _retry_loop(cs: CaseStudy, session: Session, incident: Incident) -> None:
 def _dangling_call(cs: CaseStudy, session: Session, incident: Incident) -> None:
     turn = session.turns[incident.turn - 1]
     cs.mistake.append(S(*prose(incident.message)))
-    nxt = [t for t in _evidence(session, incident) if not isinstance(t, ToolResultTurn)]
-    if nxt and isinstance(nxt[0], UserTurn):
-        cs.mistake.append(S("Instead of the result came the user's message at ", ref(nxt[0]),
-                            ": ", quote(nxt[0].text, 200)))
-    elif nxt:
-        cs.mistake.append(S("Instead of the result came ", ref(nxt[0]), "."))
+    for f, t in _facts_of(session, incident, "message", "reply", "event"):
+        if f.kind == "message":
+            cs.mistake.append(S("Instead of the result came the user's message at ", ref(t),
+                                ": ", quote(f.quote, 200)))
+        else:
+            cs.mistake.append(S("Instead of the result came ", ref(t), "."))
     cs.assumptions.append(S("That the call at ", ref(turn), " had finished; nothing in the "
                             "transcript says what it did."))
 
@@ -366,12 +382,15 @@ def _user_correction(cs: CaseStudy, session: Session, incident: Incident) -> Non
     turn = session.turns[incident.turn - 1]
     cs.mistake.append(S("The user wrote at ", ref(turn), ": ",
                         quote(turn.text if isinstance(turn, UserTurn) else "", 240)))
-    for t in _evidence(session, incident):
-        if isinstance(t, AssistantTurn) and t.tool_calls:
-            cs.mistake.append(S("It corrects the action at ", ref(t), ": ",
-                                _what_call(t.tool_calls[-1]), "."))
-        elif isinstance(t, AssistantTurn):
-            cs.mistake.append(S("It corrects the claim at ", ref(t), ": ", quote(t.text, 200)))
+    for f, t in _facts_of(session, incident, "call", "claim"):
+        if f.role == "corrected action":
+            cs.mistake.append(S("It corrects the action at ", ref(t), ": ", _command(f.command),
+                                "."))
+        elif f.role == "corrected claim":
+            cs.mistake.append(S("It corrects the claim at ", ref(t), ": ", quote(f.quote, 200)))
+        elif f.role == "destroyed state":
+            cs.mistake.append(S("The call at ", ref(t), " destroyed state: ",
+                                _command(f.command), "."))
     cs.assumptions.append(S("What the assistant believed when it acted, which the user's words "
                             "at ", ref(turn), " contradict."))
 
@@ -388,12 +407,20 @@ CHAPTERS: dict[str, Chapter] = {
 }
 
 
+_RESEND_AFTER = {"provider error": " after a provider error", "aborted reply": " after an aborted reply",
+                 "aborted turn with no text shown": " after an aborted reply",
+                 "empty reply": " after an empty reply",
+                 "failed call with no reply": " after a failed call"}
+"""What answered the repeated message (the user-resend finding's fact), for its title."""
+
+
 def title_for(session: Session, incident: Incident, rule_title: str) -> str:
     turn = session.turns[incident.turn - 1]
     n = incident.turn
-    prev = session.turns[n - 2] if n >= 2 else None
     if incident.rule == "empty-response":
-        if isinstance(prev, ToolResultTurn) and result_failed(session, prev):
+        before = ev.silence_after(session, incident)
+        if before is not None and before[1].kind == "failure":
+            prev = before[0]
             pair = session.call_for(prev)
             what = program(pair[1].command) if pair and pair[1].command else prev.name or "tool"
             return f"Silence after a failed {what}: the empty reply at turn {n}"
@@ -404,16 +431,11 @@ def title_for(session: Session, incident: Incident, rule_title: str) -> str:
         what = program(cmd) if cmd else "process"
         return f"A second {what} launched at turn {n} while the first was still running"
     if incident.rule == "ignored-tool-error":
-        cmd = next((c.command for c in calls_of(turn) if c.command), None)
+        cmd = next((f.command for f in incident.facts if f.kind == "failure" and f.command),
+                   None) or next((c.command for c in calls_of(turn) if c.command), None)
         what = program(cmd) if cmd else next((c.name for c in calls_of(turn)), "tool call")
         return f"The failed {what} at turn {n} that nobody dealt with"
     if incident.rule == "user-resend":
-        between = [session.turns[o - 1] for o in incident.evidence_turns if o < n]
-        why = ""
-        for t in between:
-            if isinstance(t, AssistantTurn):
-                why = (" after a provider error" if t.error is not None else
-                       " after an aborted reply" if t.aborted else
-                       " after an empty reply" if not t.visible else why)
-        return f"The user had to ask again at turn {n}{why}"
+        answer = next((f.role for f in incident.facts if f.role in _RESEND_AFTER), "")
+        return f"The user had to ask again at turn {n}{_RESEND_AFTER.get(answer, '')}"
     return f"{rule_title} (turn {n})"

@@ -8,6 +8,8 @@ finding's evidence is stored.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from forensics.analysis import analysis_of
 from forensics.findings import Evidence, Incident
 from forensics.model import (
@@ -19,7 +21,7 @@ from forensics.model import (
     Turn,
     UserTurn,
 )
-from forensics.report._shell import result_failed
+from forensics.report._shell import status_words
 from forensics.report._turns import calls_of
 
 
@@ -41,22 +43,68 @@ def result_before(session: Session, incident: Incident) -> ToolResultTurn | None
     return prev if isinstance(prev, ToolResultTurn) else None
 
 
+def silence_after(session: Session, incident: Incident) -> tuple[ToolResultTurn, Evidence] | None:
+    """The tool result an empty reply answered, with its fact (kind ``failure`` when it
+    failed, its status and telling lines), as the empty-response finding names it."""
+    fact = _fact(incident, "result before the silence")
+    result = _turn(session, fact.turn) if fact else None
+    return (result, fact) if isinstance(result, ToolResultTurn) else None
+
+
 def call_of(session: Session, result: ToolResultTurn) -> tuple[AssistantTurn, ToolCall] | None:
     return session.call_for(result)
 
 
-def failed_calls(session: Session, incident: Incident) -> list[tuple[ToolCall, ToolResultTurn]]:
-    """The failed calls of the flagged message (ignored-tool-error), with their results."""
-    turn = flagged(session, incident)
-    out: list[tuple[ToolCall, ToolResultTurn]] = []
-    for call in calls_of(turn):
-        result = session.result_for(call)
-        if result is not None and result_failed(session, result):
-            out.append((call, result))
-    if not out and isinstance(turn, ToolResultTurn):
-        pair = session.call_for(turn)
-        if pair:
-            out.append((pair[1], turn))
+def owner_of(session: Session, call: ToolCall) -> tuple[AssistantTurn, ToolCall] | None:
+    """The assistant turn that holds ``call``."""
+    result = session.result_for(call)
+    return session.call_for(result) if result is not None else None
+
+
+@dataclass(frozen=True)
+class FailedCall:
+    """A failed call a finding names (its ``failure`` fact): the call, its result, how it
+    ended as the rule judged it (``exit 1``, ``killed``, ``failed``…) and the lines that show
+    it."""
+
+    call: ToolCall
+    result: ToolResultTurn
+    status: str
+    lines: tuple[str, ...]
+
+
+def failed_calls(session: Session, incident: Incident) -> list[FailedCall]:
+    """The failed calls the finding's facts name, in order (ignored-tool-error's failure, the
+    failed result an empty reply answered, a failed run a claim rests on)."""
+    out: list[FailedCall] = []
+    for fact in incident.facts:
+        if fact.kind != "failure":
+            continue
+        result = _turn(session, fact.turn)
+        pair = session.call_for(result) if isinstance(result, ToolResultTurn) else None
+        call = pair[1] if pair is not None else None
+        script = analysis_of(session).script
+        if call is not None and fact.command and script(call) != fact.command:
+            # the failure showed in another call's result (a launch's log read later): the
+            # failed call is the one the finding flags
+            call = next((c for c in calls_of(flagged(session, incident))
+                         if script(c) == fact.command), call)
+        if call is not None:
+            out.append(FailedCall(call, result, fact.status or "failed",
+                                  tuple(ln for ln in fact.quote.splitlines() if ln.strip())))
+    return out
+
+
+def failed_results(session: Session, incident: Incident) -> dict[int, str]:
+    """The tool results the finding's facts call failed, by ordinal, each as a timeline line:
+    the tool, how it ended (as the rule judged it) and the last line that shows it."""
+    out: dict[int, str] = {}
+    for fact in incident.facts:
+        result = _turn(session, fact.turn) if fact.kind == "failure" else None
+        if isinstance(result, ToolResultTurn):
+            lines = [ln for ln in fact.quote.splitlines() if ln.strip()]
+            out[fact.turn] = (f"{result.name or 'tool'} {status_words(fact.status or 'failed')}"
+                              + (f": {lines[-1]}" if lines else ""))
     return out
 
 
@@ -112,11 +160,10 @@ def checks_between(session: Session, first: int, last: int) -> list[Turn]:
 
 
 def repeated_message(session: Session, incident: Incident) -> UserTurn | None:
-    """The earlier user message a re-send repeats."""
-    for turn in evidence(session, incident):
-        if turn.ordinal < incident.turn and isinstance(turn, UserTurn):
-            return turn
-    return None
+    """The earlier user message a re-send repeats (its ``earlier message`` fact)."""
+    fact = _fact(incident, "earlier message")
+    turn = _turn(session, fact.turn) if fact else None
+    return turn if isinstance(turn, UserTurn) else None
 
 
 def replies_between(session: Session, incident: Incident) -> list[Turn]:

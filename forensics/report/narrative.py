@@ -138,12 +138,16 @@ def chain(session: Session, incident: Incident, scene: Scene, memo: SessionMemo,
     from forensics.report.story import Step
 
     evidence = set(incident.evidence_turns)
+    failures = ev.failed_results(session, incident)
     rows = []
     for o in sorted(relevant_ordinals(session, incident, scene, memo, others)):
         turn = session.turns[o - 1]
         label = memo.label(turn) or turn.kind.replace("_", " ")
-        rows.append(Step(o, turn.anchor, when(turn), label, step_text(session, turn),
-                         o == incident.turn, o in evidence))
+        text = step_text(session, turn)
+        if o in failures:  # the finding says how it failed: its words, not another judgement
+            label, text = "failed call", failures[o]
+        rows.append(Step(o, turn.anchor, when(turn), label, text, o == incident.turn,
+                         o in evidence))
     omitted = 0
     if len(rows) > limit:
         keep = sorted(rows, key=lambda r: (not (r.flagged or r.evidence),

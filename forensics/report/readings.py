@@ -33,6 +33,7 @@ from forensics.report._shell import (
     program,
     result_failed,
     result_status,
+    status_words,
     strip_env,
     telling_lines,
 )
@@ -229,15 +230,19 @@ def _user_signals(scene: Scene, session: Session, incident: Incident) -> list[Si
     return out
 
 
-def _failure_signals(session: Session, result: ToolResultTurn | None,
-                     name: str) -> list[Signal]:
+def _failure_signals(session: Session, result: ToolResultTurn | None, name: str,
+                     failure: ev.FailedCall | None = None) -> list[Signal]:
+    """The failed call's signals; ``failure``: how the rule's facts say it ended."""
     if result is None:
         return []
     pair = ev.call_of(session, result)
-    line = _line(result)
+    if failure is not None and pair is not None and pair[1] is not failure.call:
+        pair = ev.owner_of(session, failure.call) or pair  # a launch whose log showed it died
+    line = [quote(failure.lines[-1], 200)] if failure and failure.lines else _line(result)
     if pair is None or line is None:
         return []
-    values = {"call": [ref(pair[0])], "result": [ref(result)], "status": _status(session, result),
+    status = [status_words(failure.status)] if failure else _status(session, result)
+    values = {"call": [ref(pair[0])], "result": [ref(result)], "status": status,
               "command": _cmd(pair[1].command or pair[1].name), "line": line}
     out = [Signal(name, values, [pair[0].ordinal, result.ordinal])]
     if result.timed_out or result.killed:
@@ -247,10 +252,10 @@ def _failure_signals(session: Session, result: ToolResultTurn | None,
 
 def _empty_response(session: Session, incident: Incident, scene: Scene) -> list[Signal]:
     out: list[Signal] = []
-    before = ev.result_before(session, incident)
-    if before is not None and result_failed(session, before):
-        out += _failure_signals(session, before, "failed_call_before")
-        done = _completed(session, [before])
+    failed = ev.failed_calls(session, incident)  # the result the silence answered, if failed
+    if failed:
+        out += _failure_signals(session, failed[0].result, "failed_call_before", failed[0])
+        done = _completed(session, [failed[0].result])
         if done:
             out.append(done)
     turn = ev.flagged(session, incident)
@@ -323,19 +328,24 @@ def _ignored_tool_error(session: Session, incident: Incident, scene: Scene) -> l
     out: list[Signal] = []
     failed = ev.failed_calls(session, incident)
     if failed:
-        out += _failure_signals(session, failed[0][1], "failed_call")
-        done = _completed(session, [r for _, r in failed])
+        out += _failure_signals(session, failed[0].result, "failed_call", failed[0])
+        done = _completed(session, [f.result for f in failed])
         if done:
             out.append(done)
-    for t in ev.evidence(session, incident):
-        if t.ordinal <= incident.turn or not isinstance(t, AssistantTurn):
-            continue
-        if not t.visible:
-            out.append(Signal("empty_after", {"reply": [ref(t)]}, [t.ordinal]))
-        elif t.text.strip():
-            out.append(Signal("success_claim_after", {"reply": [ref(t)], "said": [
-                quote(opening(t.text), 200)]}, [t.ordinal]))
-        break
+    # what the assistant did next, as the finding's facts say: a success it claimed, else its
+    # first reply (empty, or moving on in words; a reply of calls only says nothing here)
+    after = [f for f in incident.facts if f.kind == "claim"] or [
+        f for f in incident.facts if f.kind == "reply"][:1]
+    for fact in after:
+        reply = session.turns[fact.turn - 1]
+        if fact.kind == "claim":
+            out.append(Signal("success_claim_after", {"reply": [ref(reply)], "said": [
+                quote(opening(fact.quote), 200)]}, [fact.turn]))
+        elif fact.role == "empty reply":
+            out.append(Signal("empty_after", {"reply": [ref(reply)]}, [fact.turn]))
+        elif fact.quote:
+            out.append(Signal("moved_on_after", {"reply": [ref(reply)], "said": [
+                quote(opening(fact.quote), 200)]}, [fact.turn]))
     return out
 
 

@@ -6,12 +6,11 @@ file to exactly one function and refuses any mismatch: a file without code, code
 a file name that is not ``{id}-{slug}.toml``, ``[params]`` keys that are not the rule's
 parameters, duplicate ids or slugs.
 
-A detection function takes its parameters in one of two styles:
-
-* one typed parameters object: ``def rule(session, params: Knowledge)`` where the class has
-  ``param_names`` and ``from_params(raw)`` (``forensics.analysis.params``); the object is built
-  once per parameter set, not per session;
-* keyword-only arguments named like the ``[params]`` keys: ``def rule(session, *, a, b)``.
+A detection function takes the session and one typed parameters object:
+``def rule(session, params: RetryLoopParams)``, where the class has ``param_names`` (the
+``[params]`` keys) and ``from_params(raw)``, which compiles the lists once
+(``forensics.analysis.params.build`` makes one object per parameter set, not per session). A
+rule file with an empty ``[params]`` takes ``forensics.analysis.params.NoParams``.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from forensics.analysis.params import NoParams
 from forensics.analysis.params import build as build_params
 from forensics.errors import ConfigError, RuleError
 from forensics.findings import Finding
@@ -75,8 +75,8 @@ class RuleSpec:
     func: RuleFunc = field(repr=False, compare=False)
     examples: tuple[Example, ...] = ()
     path: str = ""
-    params_class: type | None = field(default=None, repr=False, compare=False)
-    """The typed parameters class the function takes, or None (keyword-only style)."""
+    params_class: type = field(default=NoParams, repr=False, compare=False)
+    """The typed parameters class the function takes."""
     kind: str = "rule"
     """``rule`` (the assistant's mistake) or ``harness`` (an event of the harness worth a row:
     an abort, a provider error, a compaction; never a reason for exit status 1)."""
@@ -87,9 +87,7 @@ class RuleSpec:
 
     def run(self, session: Session, params: dict[str, Any] | None = None) -> Iterator[Finding]:
         raw = params if params is not None else self.params
-        if self.params_class is not None:
-            return self.func(session, build_params(self.params_class, raw))
-        return self.func(session, **raw)
+        return self.func(session, build_params(self.params_class, raw))
 
 
 def _import_rule_modules() -> None:
@@ -98,11 +96,6 @@ def _import_rule_modules() -> None:
     for info in pkgutil.iter_modules(pkg.__path__):
         if info.name.startswith("fx"):
             importlib.import_module(f"{pkg.__name__}.{info.name}")
-
-
-def _keyword_params(func: RuleFunc) -> set[str]:
-    sig = inspect.signature(func)
-    return {n for n, p in sig.parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
 
 
 def _params_class(func: RuleFunc) -> type | None:
@@ -137,17 +130,19 @@ def _load_spec(path, func: RuleFunc | None) -> RuleSpec:
         raise RuleError(f"{where}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
     params = dict(data.get("params", {}))
     params_class = _params_class(func)
-    expected = set(params_class.param_names) if params_class else _keyword_params(func)
+    if params_class is None:
+        raise RuleError(f"{where}: {func.__name__} must take (session, params: <class with "
+                        "param_names and from_params>)")
+    expected = set(params_class.param_names)
     if set(params) != expected:
         raise RuleError(
             f"{where}: [params] keys {sorted(params)} differ from {func.__name__}'s "
             f"parameters {sorted(expected)}"
         )
-    if params_class is not None:
-        try:
-            build_params(params_class, params)  # built once per process, checked at load
-        except RuleError as exc:
-            raise RuleError(f"{where}: {exc}") from None
+    try:
+        build_params(params_class, params)  # built once per process, checked at load
+    except RuleError as exc:
+        raise RuleError(f"{where}: {exc}") from None
     examples = tuple(
         Example(kind=e.get("kind", "positive"), text=e.get("text", ""))
         for e in data.get("examples", [])

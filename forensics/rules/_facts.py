@@ -1,8 +1,8 @@
 """Facts about a session that the "did it really work?" rules (FX005-FX008) establish.
 
-Kept in one small module so that they can move into the shared analysis later: word-list
-matching in many languages, what a command checks (tests, build, lint, …) and whether its run
-passed, which files an edit touched, and how a failure reads.
+Kept in one small module so that they can move into the shared analysis later: what a command
+checks (tests, build, lint, …) and whether its run passed, which files an edit touched, and how
+a failure reads. Word lists are matched by ``forensics.analysis.phrases``, as in every rule.
 """
 
 from __future__ import annotations
@@ -16,30 +16,6 @@ from forensics.model import AssistantTurn, Session, ToolCall, ToolResultTurn, Tu
 from forensics.analysis.shell import command_of, split_commands
 
 # -- words ------------------------------------------------------------------------------------
-
-
-def phrase_pattern(words: Iterable[str], *, anchored: bool = False) -> re.Pattern[str] | None:
-    """Any of the phrases, case-insensitive. ASCII phrases match at word boundaries; phrases in
-    other scripts (Chinese, Japanese, Korean…) match anywhere. ``anchored``: at the start."""
-    alts = []
-    for w in sorted({w for w in words if w.strip()}, key=len, reverse=True):
-        esc = re.escape(w.lower()).replace(r"\ ", r"\s+")
-        if w.isascii() and w[:1].isalnum():
-            esc = rf"\b{esc}"
-        if w.isascii() and w[-1:].isalnum():
-            esc = rf"{esc}\b"
-        alts.append(esc)
-    if not alts:
-        return None
-    body = "|".join(alts)
-    return re.compile(rf"^(?:{body})" if anchored else body, re.I)
-
-
-@lru_cache(maxsize=64)
-def cached_pattern(words: tuple[str, ...], anchored: bool = False) -> re.Pattern[str] | None:
-    return phrase_pattern(words, anchored=anchored)
-
-
 
 
 _LEAD = re.compile(r"^[\s>*_`'\"“”‘’«»(\[@#-]+")
@@ -109,20 +85,23 @@ class Outcome:
 
     passed: bool
     why: str
+    status: str
+    """The same in the evidence's words: ``ok``, ``exit N``, ``killed``, ``timed out``,
+    ``error`` (the vocabulary of ``forensics.analysis.outcome.Outcome.status``)."""
 
 
 def outcome(result: ToolResultTurn | None) -> Outcome | None:
     if result is None or result.aborted:
         return None
     if result.timed_out:
-        return Outcome(False, "timed out")
+        return Outcome(False, "timed out", "timed out")
     if result.killed:
-        return Outcome(False, "was killed")
+        return Outcome(False, "was killed", "killed")
     if result.exit_code not in (None, 0):
-        return Outcome(False, f"exited {result.exit_code}")
+        return Outcome(False, f"exited {result.exit_code}", f"exit {result.exit_code}")
     if result.is_error:
-        return Outcome(False, "failed")
-    return Outcome(True, "passed")
+        return Outcome(False, "failed", "error")
+    return Outcome(True, "passed", "ok")
 
 
 

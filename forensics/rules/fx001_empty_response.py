@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from forensics.analysis import STOP_EVENTS, analysis_of
+from forensics.analysis.outcome import telling_lines
 from forensics.analysis.text import shorten
 from forensics.findings import Evidence, Finding
 from forensics.model import AssistantTurn, EventTurn, Session, ToolResultTurn, UserTurn
@@ -86,14 +87,24 @@ def _finding(session: Session, turn, *, no_message: bool = False) -> Finding:
         what = "a reply with reasoning only (nothing visible)"
     if no_message:
         what = "no reply at all (the turn completed with no assistant message)"
+    facts.append(Evidence(
+        kind="event" if no_message else "reply",
+        role="turn completed with no reply" if no_message else
+        "reasoning only" if "reasoning" in what else "empty reply",
+        turn=turn.ordinal, anchor=turn.anchor,
+        quote=shorten(turn.reasoning, 160) if isinstance(turn, AssistantTurn) and
+        turn.reasoning.strip() else turn.text.strip() if isinstance(turn, AssistantTurn) else ""))
     context = ""
     if after_result is not None:
         evidence.append(after_result.ordinal)
         status = _result_status(session, after_result)
         context = f" after the {after_result.name or 'tool'} result ({status})"
-        facts.append(Evidence(kind="result", role="result before the silence",
-                              turn=after_result.ordinal, anchor=after_result.anchor,
-                              quote=status))
+        outcome = analysis_of(session).outcome(after_result)
+        lines = telling_lines(after_result.error or after_result.output, 2)
+        facts.append(Evidence(kind="failure" if outcome.failed else "result",
+                              role="result before the silence", turn=after_result.ordinal,
+                              anchor=after_result.anchor, status=outcome.status() or "ok",
+                              quote="\n".join(lines)))
     if user_next is not None:
         evidence.append(user_next.ordinal)
         facts.append(Evidence(kind="message", role="user wrote next", turn=user_next.ordinal,
@@ -106,6 +117,7 @@ def _finding(session: Session, turn, *, no_message: bool = False) -> Finding:
     message = f"The assistant gave {what}{context}."
     if user_next is not None:
         message += f" The user then wrote: \"{shorten(user_next.text, 80)}\""
+    facts.sort(key=lambda f: f.turn)
     return Finding(turn=turn.ordinal, anchor=turn.anchor, severity=severity,
                    severity_reason=reason, message=message, evidence=evidence, facts=facts)
 

@@ -20,14 +20,19 @@ before it and no words about the failure, makes the finding high whatever the ca
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
-from functools import lru_cache
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 import orjson
 
 from forensics.analysis import OutcomeRules, analysis_of, user_stopped
 from forensics.analysis.commands import program
 from forensics.analysis.outcome import any_of as _any_of
+from forensics.analysis.outcome import telling_lines
+from forensics.analysis.phrases import phrase_pattern as _phrases
 from forensics.analysis.shell import command_of as _script_of
 from forensics.analysis.shell import split_commands
 from forensics.analysis.text import edges as _edges
@@ -36,7 +41,6 @@ from forensics.findings import Evidence, Finding
 from forensics.model import (AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn,
                              UserTurn)
 from forensics.rules import rule
-from forensics.rules._patterns import phrases as _phrases
 
 _PATH = re.compile(r"(?:[A-Za-z]:)?[\w.~-]*[/\\][\w./\\@+-]+")
 _QUOTED = re.compile(r"[`'\"“‘]([^`'\"”’\n]{3,80})[`'\"”’]")
@@ -45,34 +49,8 @@ _NAMES = re.compile(r"\b[A-Z][A-Za-z]*(?:Error|Exception|Exit|Fault)\b|\bE[A-Z][
 _MODULE = re.compile(r"No module named ['\"]?([\w.]+)|Cannot find module ['\"]([^'\"]+)"
                      r"|command not found: (\S+)|(\S+): command not found")
 @rule("FX003")
-def ignored_tool_error(
-    session: Session,
-    *,
-    probe_commands: Sequence[str],
-    probe_patterns: Sequence[str],
-    benign_commands: Sequence[str],
-    death_words: Sequence[str],
-    death_patterns: Sequence[str],
-    exit_text_patterns: Sequence[str],
-    failure_text_patterns: Sequence[str],
-    error_line_patterns: Sequence[str],
-    subcommand_words: Sequence[str],
-    missing_dependency_patterns: Sequence[str],
-    acknowledgements: Sequence[str],
-    handoffs: Sequence[str],
-    success_claims: Sequence[str],
-    step_commands: dict[str, list[str]],
-    step_claims: dict[str, list[str]],
-    plain_programs: Sequence[str],
-    common_words: Sequence[str],
-) -> Iterator[Finding]:
-    k = _knowledge(tuple(probe_commands), tuple(probe_patterns), tuple(benign_commands),
-                   tuple(death_words), tuple(death_patterns), tuple(exit_text_patterns),
-                   tuple(failure_text_patterns), tuple(error_line_patterns),
-                   tuple(subcommand_words), tuple(missing_dependency_patterns),
-                   tuple(acknowledgements), tuple(handoffs),
-                   tuple(success_claims), _frozen(step_commands), _frozen(step_claims),
-                   tuple(plain_programs), tuple(common_words))
+def ignored_tool_error(session: Session, params: IgnoredToolErrorParams) -> Iterator[Finding]:
+    k = params
     analysis = analysis_of(session)
     for result in session.turns:
         if not isinstance(result, ToolResultTurn) or result.aborted:
@@ -90,12 +68,12 @@ def ignored_tool_error(
     yield from _launch_deaths(session, k)
 
 
-def _judge(session: Session, result: ToolResultTurn, owner, failure: str, k: "_Knowledge",
-           *, launch_result: ToolResultTurn | None = None) -> Finding | None:
+def _judge(session: Session, result: ToolResultTurn, owner, failure: str, k: IgnoredToolErrorParams,
+           *, died: "_Death | None" = None) -> Finding | None:
     """The finding for this failure, or None when the assistant dealt with it.
 
     ``result`` is the output that showed the failure: the call's own result, or, for a launch
-    that died later, the read of its log (``launch_result`` is then the launch's own result).
+    that died later, the read of its log (``died`` then says how, with the launch's own result).
     """
     call = owner[1] if owner else None
     later = analysis_of(session).rest_of_exchange(result.ordinal)
@@ -105,7 +83,7 @@ def _judge(session: Session, result: ToolResultTurn, owner, failure: str, k: "_K
     if not replies:
         if _turn_ended_silently(session, result, later):
             return _finding(session, result, owner, failure, [], k, silent=True,
-                            launch_result=launch_result)
+                            died=died)
         return None
     facts = _Facts(result, call, k)
     reaction = _reaction(session, facts, call, replies, k)
@@ -115,10 +93,22 @@ def _judge(session: Session, result: ToolResultTurn, owner, failure: str, k: "_K
     if reaction is not None and claim is None:
         return None  # it named the target, retried or investigated, and claimed nothing
     return _finding(session, result, owner, failure, replies, k, step_claim=claim,
-                    launch_result=launch_result)
+                    died=died)
 
 
-def _launch_deaths(session: Session, k: "_Knowledge") -> Iterator[Finding]:
+@dataclass(frozen=True)
+class _Death:
+    """How a launch whose call came back clean died, as the ledger saw it."""
+
+    result: ToolResultTurn
+    """The launch's own (clean) result."""
+    status: str
+    """``crashed`` or ``port taken``."""
+    words: str
+    """The line that showed it."""
+
+
+def _launch_deaths(session: Session, k: IgnoredToolErrorParams) -> Iterator[Finding]:
     """Launches that died while the call that started them came back clean: the process
     ledger saw their own output or a later read of their log (``tail``, ``Read``, the harness's
     task output) report a crash or a taken port, and nothing showed them alive again."""
@@ -142,7 +132,8 @@ def _launch_deaths(session: Session, k: "_Knowledge") -> Iterator[Finding]:
         failure = (f"came back clean but {where} showed "
                    + ("its port was taken" if death.kind == "conflict" else "it died")
                    + (f": `{shorten(words, 80)}`" if words else ""))
-        found = _judge(session, shown, owner, failure, k, launch_result=own)
+        found = _judge(session, shown, owner, failure, k, died=_Death(
+            own, "port taken" if death.kind == "conflict" else "crashed", words))
         if found is not None:
             yield found
 
@@ -169,39 +160,64 @@ def _turn_ended_silently(session: Session, result: ToolResultTurn, later: list) 
 SAME_MOMENT_SECONDS = 1.0
 
 
-def _frozen(table: dict[str, list[str]]) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    return tuple((key, tuple(values)) for key, values in table.items())
+@dataclass(frozen=True, eq=False)
+class IgnoredToolErrorParams:
+    """FX003's ``[params]``, compiled once per parameter set."""
 
+    param_names: ClassVar[frozenset[str]] = frozenset({
+        "probe_commands", "probe_patterns", "benign_commands", "death_words", "death_patterns",
+        "exit_text_patterns", "failure_text_patterns", "error_line_patterns",
+        "subcommand_words", "missing_dependency_patterns", "acknowledgements", "handoffs",
+        "success_claims", "step_commands", "step_claims", "plain_programs", "common_words",
+    })
+    death_words: tuple[str, ...]
+    probes: frozenset[str]
+    probe_patterns: tuple[re.Pattern[str], ...]
+    benign: frozenset[str]
+    death: re.Pattern[str] | None
+    exit_text: re.Pattern[str] | None
+    failure_text: re.Pattern[str] | None
+    error_line: re.Pattern[str] | None
+    subcommands: frozenset[str]
+    missing: re.Pattern[str] | None
+    acks: re.Pattern[str]
+    handoffs: re.Pattern[str]
+    claims: re.Pattern[str]
+    step_commands: Mapping[str, re.Pattern[str] | None]
+    step_claims: Mapping[str, re.Pattern[str]]
+    plain: frozenset[str]
+    common: frozenset[str]
 
-class _Knowledge:
-    def __init__(self, probes, probe_patterns, benign, death_words, death, exit_text,
-                 failure_text, error_line, subcommands, missing_dependency_patterns, acks,
-                 handoffs, claims, step_commands, step_claims, plain, common):
-        self.death_words = tuple(death_words)
-        self.probes = frozenset(probes)
-        self.probe_patterns = [re.compile(p) for p in probe_patterns]
-        self.benign = frozenset(benign)
-        self.death = _any_of(death)
-        self.exit_text = _any_of(exit_text)
-        self.failure_text = _any_of(failure_text)
-        self.error_line = _any_of(error_line)
-        self.subcommands = frozenset(w.lower() for w in subcommands)
-        self.missing = _any_of(missing_dependency_patterns)
-        self.acks = _phrases(acks, prefix=True)
-        self.handoffs = _phrases(handoffs, prefix=True)
-        self.claims = _phrases(claims)
-        self.step_commands = {kind: _any_of(patterns) for kind, patterns in step_commands}
-        self.step_claims = {kind: _phrases(words) for kind, words in step_claims}
-        self.plain = frozenset(plain)
-        self.common = frozenset(w.lower() for w in common)
-        self.outcome_rules = OutcomeRules(
+    @classmethod
+    def from_params(cls, raw: Mapping[str, Any]) -> "IgnoredToolErrorParams":
+        return cls(
+            death_words=tuple(raw["death_words"]),
+            probes=frozenset(raw["probe_commands"]),
+            probe_patterns=tuple(re.compile(p) for p in raw["probe_patterns"]),
+            benign=frozenset(raw["benign_commands"]),
+            death=_any_of(raw["death_patterns"]),
+            exit_text=_any_of(raw["exit_text_patterns"]),
+            failure_text=_any_of(raw["failure_text_patterns"]),
+            error_line=_any_of(raw["error_line_patterns"]),
+            subcommands=frozenset(w.lower() for w in raw["subcommand_words"]),
+            missing=_any_of(raw["missing_dependency_patterns"]),
+            acks=_phrases(raw["acknowledgements"], prefix=True),
+            handoffs=_phrases(raw["handoffs"], prefix=True),
+            claims=_phrases(raw["success_claims"]),
+            step_commands=MappingProxyType(
+                {kind: _any_of(patterns) for kind, patterns in raw["step_commands"].items()}),
+            step_claims=MappingProxyType(
+                {kind: _phrases(words) for kind, words in raw["step_claims"].items()}),
+            plain=frozenset(raw["plain_programs"]),
+            common=frozenset(w.lower() for w in raw["common_words"]),
+        )
+
+    @cached_property
+    def outcome_rules(self) -> OutcomeRules:
+        """How this rule judges results: its death, exit-text and failure lists, its probes."""
+        return OutcomeRules(
             death=self.death, death_words=self.death_words, exit_text=self.exit_text,
             failure_text=self.failure_text, is_probe=lambda command: _is_probe(command, self))
-
-
-@lru_cache(maxsize=8)
-def _knowledge(*params) -> _Knowledge:
-    return _Knowledge(*params)
 
 
 # -- what counts as a failure -------------------------------------------------------------
@@ -216,7 +232,7 @@ def _failure(outcome) -> str | None:
     return outcome.describe() if outcome.failed else None
 
 
-def _is_probe(command: str, k: _Knowledge) -> bool:
+def _is_probe(command: str, k: IgnoredToolErrorParams) -> bool:
     simple = split_commands(command)
     if not simple:
         return False
@@ -251,7 +267,7 @@ class _Facts:
     * ``ports``: ports the error lines name, which a check of the port would touch.
     """
 
-    def __init__(self, result: ToolResultTurn, call: ToolCall | None, k: _Knowledge):
+    def __init__(self, result: ToolResultTurn, call: ToolCall | None, k: IgnoredToolErrorParams):
         lines = _error_lines(result, k)
         text = "\n".join(lines)
         bare = _URL.sub(" ", text)
@@ -326,7 +342,7 @@ _NAME_LIKE = re.compile(r"[A-Z_./\\:-]|\d|[a-z][A-Z]")
 _WORD = re.compile(r"[^\W\d_]{2,}")
 
 
-def _error_lines(result: ToolResultTurn, k: _Knowledge) -> list[str]:
+def _error_lines(result: ToolResultTurn, k: IgnoredToolErrorParams) -> list[str]:
     """The lines that carry the failure: the harness's error, then output lines that look like
     errors; the output's last lines when none does (a status sits at the end)."""
     out = [line for line in (result.error or "").splitlines() if line.strip()]
@@ -352,7 +368,7 @@ def _message_runs(text: str) -> set[str]:
     return {r for r in runs if len(r) > 10}
 
 
-def _own_targets(call: ToolCall | None, k: _Knowledge) -> set[str]:
+def _own_targets(call: ToolCall | None, k: IgnoredToolErrorParams) -> set[str]:
     """What the failed call was aimed at: its file input, or its command's positional
     arguments other than subcommand words (``build`` of ``npm run build`` is not a target)."""
     if call is None:
@@ -417,7 +433,7 @@ def _mentions(text: str, term: str) -> bool:
     return term.lower() in text and bool(_mention_pattern(term).search(text))
 
 
-def _step_kind(command: str, k: _Knowledge) -> str | None:
+def _step_kind(command: str, k: IgnoredToolErrorParams) -> str | None:
     for kind, pattern in k.step_commands.items():
         if pattern.search(command):
             return kind
@@ -437,7 +453,7 @@ def _sentences(text: str) -> list[str]:
 
 
 def _reaction(session: Session, facts: _Facts, call: ToolCall | None,
-              replies: list[AssistantTurn], k: _Knowledge) -> str | None:
+              replies: list[AssistantTurn], k: IgnoredToolErrorParams) -> str | None:
     """How the assistant reacted to this failure before the user wrote again, strongest first:
 
     * ``"said"``: its words name the error, or use a failure word about this step, or hand the
@@ -498,7 +514,7 @@ def _passed(session: Session, call: ToolCall) -> bool:
     return result is not None and not (result.failed or result.timed_out or result.killed)
 
 
-def _claims_step(reply: AssistantTurn, kind: str | None, k: _Knowledge) -> bool:
+def _claims_step(reply: AssistantTurn, kind: str | None, k: IgnoredToolErrorParams) -> bool:
     """Does this reply claim the failed kind of step succeeded (tests pass, build succeeds)?"""
     if not kind or not reply.text.strip():
         return False
@@ -558,9 +574,9 @@ def _same_call(call: ToolCall, later: ToolCall, failed_prog) -> bool:
 
 
 def _finding(session: Session, result: ToolResultTurn, owner, failure: str,
-             replies: list[AssistantTurn], k: _Knowledge, *,
+             replies: list[AssistantTurn], k: IgnoredToolErrorParams, *,
              step_claim: AssistantTurn | None = None, silent: bool = False,
-             launch_result: ToolResultTurn | None = None) -> Finding:
+             died: "_Death | None" = None) -> Finding:
     turn, call = owner if owner else (result, None)
     what = f"`{shorten(command_of(call), 90)}`" if command_of(call) else (
         f"the {result.name or 'tool'} call")
@@ -590,16 +606,48 @@ def _finding(session: Session, result: ToolResultTurn, owner, failure: str,
         reason = "the assistant moved on without a word about the failure"
         outcome = "the assistant moved on without mentioning it"
     evidence = [result.ordinal] + [r.ordinal for r in replies[:3]]
-    if launch_result is not None and launch_result is not result:
-        evidence.insert(0, launch_result.ordinal)
-    facts = [Evidence(kind="failure", role="failed call", turn=result.ordinal,
-                      anchor=result.anchor, command=command_of(call), quote=failure)]
+    if died is not None and died.result is not result:
+        evidence.insert(0, died.result.ordinal)
     said = step_claim or (claims[-1] if claims and not silent else None)
-    if said is not None:
-        facts.append(Evidence(kind="claim", role="success claim", turn=said.ordinal,
-                              anchor=said.anchor, quote=shorten(said.text, 80)))
+    facts = _facts(session, result, call, replies[:3], said, k, died)
     return Finding(
         turn=turn.ordinal, anchor=call.anchor if call else turn.anchor, severity=severity,
         severity_reason=reason, evidence=evidence,
         message=f"{what} {failure}; {outcome}.", facts=facts,
     )
+
+
+def _facts(session: Session, result: ToolResultTurn, call: ToolCall | None,
+           replies: list[AssistantTurn], said: AssistantTurn | None,
+           k: IgnoredToolErrorParams, died: "_Death | None" = None) -> list[Evidence]:
+    """The typed evidence: the failure (how, and the lines that show it), what the assistant
+    did next, and the success it claimed. For a launch that died, the failure is the read
+    that showed it, with the ledger's words for how."""
+    outcome = analysis_of(session).outcome(result, k.outcome_rules)
+    lines = telling_lines(result.error or result.output, 3)
+    if died is not None and died.words and not any(died.words in ln for ln in lines):
+        lines = [*lines[:2], died.words]
+    elif outcome.cause in ("death", "text") and not any(outcome.words in ln for ln in lines):
+        lines = [*lines[:2], shorten(outcome.words, 200)]  # the line the rule judged by
+    status = died.status if died is not None else outcome.status() or "failed"
+    facts = [Evidence(kind="failure", role="failed call", turn=result.ordinal,
+                      anchor=result.anchor, command=command_of(call),
+                      status=status, quote="\n".join(lines))]
+    for reply in replies:
+        if reply is said:
+            continue
+        if not reply.visible and not reply.aborted and reply.error is None:
+            facts.append(Evidence(kind="reply", role="empty reply", turn=reply.ordinal,
+                                  anchor=reply.anchor))
+        elif reply.text.strip():
+            facts.append(Evidence(kind="reply", role="moved on", turn=reply.ordinal,
+                                  anchor=reply.anchor, quote=shorten(reply.text, 160)))
+        elif reply.tool_calls:
+            nxt = reply.tool_calls[0]
+            facts.append(Evidence(kind="reply", role="moved on", turn=reply.ordinal,
+                                  anchor=nxt.anchor, command=command_of(nxt) or nxt.name))
+    if said is not None:
+        facts.append(Evidence(kind="claim", role="success claim", turn=said.ordinal,
+                              anchor=said.anchor, quote=shorten(said.text, 160)))
+    facts.sort(key=lambda f: f.turn)
+    return facts

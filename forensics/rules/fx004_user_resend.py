@@ -11,44 +11,68 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from difflib import SequenceMatcher
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 from forensics.analysis import STOP_EVENTS, analysis_of
 from forensics.analysis.text import shorten
 from forensics.findings import Evidence, Finding
 from forensics.model import AssistantTurn, EventTurn, Session, ToolResultTurn, UserTurn
 from forensics.rules import rule
-from forensics.analysis.outcome import any_of
+from forensics.analysis.outcome import any_of, telling_lines
 
 ReplyStatus = Literal["none", "aborted", "error", "empty", "failed", "ok"]
 BAD = frozenset({"error", "empty", "failed"})
 _PUNCT = re.compile(r"[\s\.\!\?。！？，,…~]+$")
 
 
+@dataclass(frozen=True)
+class UserResendParams:
+    """FX004's ``[params]``: thresholds, and the word lists folded as messages are."""
+
+    param_names: ClassVar[frozenset[str]] = frozenset({
+        "similarity", "short_message_chars", "lookback", "template_patterns",
+        "cut_short_min_chars", "cut_short_similarity", "long_turn_seconds", "retry_phrases",
+        "continue_phrases", "polite_words", "error_paste_patterns", "error_paste_distance",
+    })
+    similarity: float
+    short_message_chars: int
+    lookback: int
+    templates: tuple[re.Pattern[str], ...]
+    cut_short: tuple[int, float]
+    """(min chars, similarity) of a re-paste cut short or extended."""
+    long_turn_seconds: float
+    retries: frozenset[str]
+    continues: frozenset[str]
+    polite: tuple[str, ...]
+    """Courtesy words, longest first."""
+    error_paste: re.Pattern[str] | None
+    error_paste_distance: int
+
+    @classmethod
+    def from_params(cls, raw: Mapping[str, Any]) -> "UserResendParams":
+        return cls(
+            similarity=raw["similarity"],
+            short_message_chars=raw["short_message_chars"],
+            lookback=raw["lookback"],
+            templates=tuple(re.compile(p) for p in raw["template_patterns"]),
+            cut_short=(raw["cut_short_min_chars"], raw["cut_short_similarity"]),
+            long_turn_seconds=raw["long_turn_seconds"],
+            retries=frozenset(_bare(p) for p in raw["retry_phrases"]),
+            continues=frozenset(_bare(p) for p in raw["continue_phrases"]),
+            polite=tuple(sorted({_bare(w) for w in raw["polite_words"]}, key=len, reverse=True)),
+            error_paste=any_of(raw["error_paste_patterns"]),
+            error_paste_distance=raw["error_paste_distance"],
+        )
+
+
 @rule("FX004")
-def user_resend(
-    session: Session,
-    *,
-    similarity: float,
-    short_message_chars: int,
-    lookback: int,
-    template_patterns: Sequence[str],
-    cut_short_min_chars: int,
-    cut_short_similarity: float,
-    long_turn_seconds: float,
-    retry_phrases: Sequence[str],
-    continue_phrases: Sequence[str],
-    polite_words: Sequence[str],
-    error_paste_patterns: Sequence[str],
-    error_paste_distance: int,
-) -> Iterator[Finding]:
-    error_paste = any_of(error_paste_patterns)
-    polite = sorted({_bare(w) for w in polite_words}, key=len, reverse=True)
-    retries = {_bare(p) for p in retry_phrases}
-    continues = {_bare(p) for p in continue_phrases}
-    templates = [re.compile(p) for p in template_patterns]
+def user_resend(session: Session, params: UserResendParams) -> Iterator[Finding]:
+    p = params
+    similarity, lookback, error_paste = p.similarity, p.lookback, p.error_paste
+    polite, retries, continues, templates = p.polite, p.retries, p.continues, p.templates
     users = [t for t in session.turns if isinstance(t, UserTurn)]
     keys = [_key(u, templates) for u in users]
     pairs: dict[int, frozenset] = {}  # word pairs of the messages in the lookback window
@@ -64,8 +88,7 @@ def user_resend(
             if status in wanted:
                 yield _finding(session, user, previous, status, witness, retry=True)
             continue
-        i = _find_repeat(keys, j, similarity, lookback, pairs,
-                         (cut_short_min_chars, cut_short_similarity))
+        i = _find_repeat(keys, j, similarity, lookback, pairs, p.cut_short)
         if i is None:
             continue
         earlier = users[i]
@@ -78,13 +101,13 @@ def user_resend(
                                                                             user):
             ran = _turn_seconds(session, earlier, witness[0])
             yield _finding(session, user, earlier, "aborted-silent", witness, retry=False,
-                           long_turn=ran is not None and ran >= long_turn_seconds)
+                           long_turn=ran is not None and ran >= p.long_turn_seconds)
             continue
-        pasted_error_again = (j - i <= error_paste_distance and keys[j][0] is None
+        pasted_error_again = (j - i <= p.error_paste_distance and keys[j][0] is None
                               and bool(error_paste.search(user.text)))
         needs_bad = not earlier.queued and (
             keys[j][0] is not None
-            or len(keys[j][1]) < short_message_chars
+            or len(keys[j][1]) < p.short_message_chars
             or (earlier is not previous and not pasted_error_again)
         )
         if needs_bad and status not in BAD:
@@ -108,7 +131,7 @@ def _latin_or_cyrillic(mark: str) -> bool:
     return "\u0300" <= mark <= "\u036f"
 
 
-def _without_polite(bare: str, polite: list[str]) -> str:
+def _without_polite(bare: str, polite: Sequence[str]) -> str:
     """A short request without its courtesy (``please retry``, ``続けてください``,
     ``다시 해 주세요``): what remains is the request itself."""
     for _ in range(2):
@@ -121,7 +144,7 @@ def _without_polite(bare: str, polite: list[str]) -> str:
     return bare
 
 
-def _key(user: UserTurn, templates: list[re.Pattern[str]]) -> tuple[str | None, str]:
+def _key(user: UserTurn, templates: Sequence[re.Pattern[str]]) -> tuple[str | None, str]:
     """What to compare: a command and its arguments, or the text the user typed."""
     if user.command is not None:
         return user.command, _bare(user.arguments or "")
@@ -282,7 +305,37 @@ def _finding(session: Session, user: UserTurn, earlier: UserTurn, status: str,
     evidence = sorted({earlier.ordinal, *witness})
     facts = [Evidence(kind="message", role="earlier message", turn=earlier.ordinal,
                       anchor=earlier.anchor, quote=shorten(earlier.text, 80)),
+             *_answer_facts(session, status, witness),
              Evidence(kind="message", role="repeat", turn=user.ordinal, anchor=user.anchor,
                       quote=said)]
     return Finding(turn=user.ordinal, anchor=user.anchor, severity=severity,
                    severity_reason=reason, message=message, evidence=evidence, facts=facts)
+
+
+_ANSWER_ROLES = {
+    "empty": "empty reply", "error": "provider error", "failed": "failed call with no reply",
+    "aborted": "aborted reply", "aborted-silent": "aborted turn with no text shown",
+    "ok": "reply that did not serve them",
+}
+
+
+def _answer_facts(session: Session, status: str, witness: list[int]) -> list[Evidence]:
+    """What answered the earlier message (the witness ``reply_status`` named), in its words."""
+    if not witness or status not in _ANSWER_ROLES:
+        return []
+    turn = session.turns[witness[0] - 1]
+    quote, kind = "", "reply"
+    if isinstance(turn, AssistantTurn) and turn.error is not None:
+        quote = shorten(f"{turn.error.name}: {turn.error.message}", 160)
+    elif isinstance(turn, AssistantTurn):
+        quote = shorten(turn.text, 160)
+    elif isinstance(turn, EventTurn):
+        kind, quote = "event", shorten(turn.text, 160)
+    elif isinstance(turn, ToolResultTurn):
+        kind = "failure"
+        outcome = analysis_of(session).outcome(turn)
+        quote = "\n".join(telling_lines(turn.error or turn.output, 2))
+        return [Evidence(kind=kind, role=_ANSWER_ROLES[status], turn=turn.ordinal,
+                         anchor=turn.anchor, quote=quote, status=outcome.status())]
+    return [Evidence(kind=kind, role=_ANSWER_ROLES[status], turn=turn.ordinal,
+                     anchor=turn.anchor, quote=quote)]

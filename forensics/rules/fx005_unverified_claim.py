@@ -18,13 +18,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, ClassVar
 
-from forensics.findings import Finding
+from forensics.analysis.outcome import telling_lines
+from forensics.findings import Evidence, Finding
 from forensics.model import AssistantTurn, EventTurn, Session, ToolResultTurn, UserTurn
+from forensics.analysis.phrases import cached_phrase_pattern
 from forensics.rules import rule
 from forensics.rules._facts import (
     Run,
-    cached_pattern,
     check_kinds,
     compile_all,
     edited_files,
@@ -48,32 +51,54 @@ class _Claim:
     phrase: str
 
 
+@dataclass(frozen=True)
+class UnverifiedClaimParams:
+    """FX005's ``[params]``, compiled once per parameter set."""
+
+    param_names: ClassVar[frozenset[str]] = frozenset({
+        "check_commands", "check_claims", "hedges", "negations", "user_reports", "probe_checks",
+        "edit_tools", "delegate_tools", "uncovered_files", "edit_sensitive", "output_success",
+    })
+    checks: Mapping[str, Sequence[re.Pattern[str]]]
+    """What runs each kind of check (test, build, lint…)."""
+    claims: Mapping[str, tuple[str, ...]]
+    """The phrases that claim each kind of check passed, lower-cased."""
+    hedge: re.Pattern[str] | None
+    negation: re.Pattern[str] | None
+    reported: re.Pattern[str] | None
+    """The user's own report that it works."""
+    probes: tuple[re.Pattern[str], ...]
+    editors: frozenset[str]
+    delegates: frozenset[str]
+    uncovered: tuple[re.Pattern[str], ...]
+    edit_sensitive: frozenset[str]
+    markers: Mapping[str, re.Pattern[str] | None]
+    """Success in a tool output's own words, per kind of check."""
+
+    @classmethod
+    def from_params(cls, raw: Mapping[str, Any]) -> "UnverifiedClaimParams":
+        return cls(
+            checks=MappingProxyType({k: tuple(compile_all(v))
+                                     for k, v in raw["check_commands"].items()}),
+            claims=MappingProxyType({k: tuple(w.lower() for w in v)
+                                     for k, v in raw["check_claims"].items() if v}),
+            hedge=cached_phrase_pattern(tuple(raw["hedges"])),
+            negation=cached_phrase_pattern(tuple(raw["negations"])),
+            reported=cached_phrase_pattern(tuple(raw["user_reports"])),
+            probes=tuple(compile_all(raw["probe_checks"])),
+            editors=frozenset(t.lower() for t in raw["edit_tools"]),
+            delegates=frozenset(t.lower() for t in raw["delegate_tools"]),
+            uncovered=tuple(compile_all(raw["uncovered_files"])),
+            edit_sensitive=frozenset(raw["edit_sensitive"]),
+            markers=MappingProxyType({k: cached_phrase_pattern(tuple(v))
+                                      for k, v in raw["output_success"].items() if v}),
+        )
+
+
 @rule("FX005")
-def unverified_claim(
-    session: Session,
-    *,
-    check_commands: Mapping[str, Sequence[str]],
-    check_claims: Mapping[str, Sequence[str]],
-    hedges: Sequence[str],
-    negations: Sequence[str],
-    user_reports: Sequence[str],
-    probe_checks: Sequence[str],
-    edit_tools: Sequence[str],
-    delegate_tools: Sequence[str],
-    uncovered_files: Sequence[str],
-    edit_sensitive: Sequence[str],
-    output_success: Mapping[str, Sequence[str]],
-) -> Iterator[Finding]:
-    patterns = {k: compile_all(v) for k, v in check_commands.items()}
-    claims = {k: tuple(w.lower() for w in v) for k, v in check_claims.items() if v}
-    hedge = cached_pattern(tuple(hedges))
-    negation = cached_pattern(tuple(negations))
-    reported = cached_pattern(tuple(user_reports))
-    probes = compile_all(probe_checks)
-    editors = frozenset(t.lower() for t in edit_tools)
-    delegates = frozenset(t.lower() for t in delegate_tools)
-    uncovered = compile_all(uncovered_files)
-    markers = {k: cached_pattern(tuple(v)) for k, v in output_success.items() if v}
+def unverified_claim(session: Session, params: UnverifiedClaimParams) -> Iterator[Finding]:
+    p = params
+    claims, hedge, negation, reported = p.claims, p.hedge, p.negation, p.reported
     claimed = [(turn, found) for turn in session.turns
                if isinstance(turn, AssistantTurn) and turn.text.strip() and not turn.error
                and (found := _claims(turn.text, claims, hedge, negation, reported))]
@@ -81,15 +106,13 @@ def unverified_claim(
         return
     all_runs = runs(session)
     wanted = {c.kind for _t, found in claimed for c in found}
-    relevant = {k: v for k, v in patterns.items() if k in wanted}
+    relevant = {k: v for k, v in p.checks.items() if k in wanted}
     kinds_of = {id(r): (check_kinds(r.command, relevant, "server" if "server" in wanted else None)
                         if r.command else set())
                 for r in all_runs}
     for turn, found in claimed:
         verdicts = [v for c in found
-                    if (v := _judge(session, turn, c, all_runs, kinds_of, probes, editors,
-                                    delegates, uncovered, claims, edit_sensitive, markers))
-                    is not None]
+                    if (v := _judge(session, turn, c, all_runs, kinds_of, p)) is not None]
         if verdicts:
             yield min(verdicts, key=lambda f: f.severity != "high")
 
@@ -99,7 +122,7 @@ def _claims(text, claims, hedge, negation, reported) -> list[_Claim]:
     hits = []
     for kind, phrases in claims.items():
         present = tuple(p for p in phrases if p in body)  # substring first: regexes are slow
-        pattern = cached_pattern(present) if present else None
+        pattern = cached_phrase_pattern(present) if present else None
         if pattern is not None:
             hits.extend((kind, m) for m in pattern.finditer(body))
     out: list[_Claim] = []
@@ -124,36 +147,36 @@ def _original(text: str, lowered: str) -> str:
     return text[at:at + len(lowered)] if at != -1 else lowered
 
 
-def _judge(session, turn, claim, all_runs, kinds_of, probes, editors, delegates, uncovered,
-           claims, edit_sensitive, markers) -> Finding | None:
+def _judge(session, turn, claim, all_runs, kinds_of, p: UnverifiedClaimParams) -> Finding | None:
     # a message's own calls count as before its text (opencode keeps both in one message)
     before = [r for r in all_runs if r.turn.ordinal <= turn.ordinal]
     checks = [r for r in before if claim.kind in kinds_of[id(r)]]
     done = [(r, outcome(r.result)) for r in checks]
     done = [(r, o) for r, o in done if o is not None]
-    if _user_reported(session, turn, claim, claims, done):
+    if _user_reported(session, turn, claim, p.claims, done):
         return None
-    if _seen_in_output(session, turn, claim, before, editors, markers.get(claim.kind)):
+    if _seen_in_output(session, turn, claim, before, p.editors, p.markers.get(claim.kind)):
         return None
     if not done:
-        if any(r.call.name.lower() in delegates for r in before):
+        if any(r.call.name.lower() in p.delegates for r in before):
             return None  # a subagent may have run it; its session is judged on its own
         return _finding(turn, claim, "medium",
                         f"no {claim.kind} check ran before the claim", [], None)
     last, state = done[-1]
     if not state.passed:
-        if _same_turn(session, last, turn) and not _probe(last, probes):
+        if _same_turn(session, last, turn) and not _probe(last, p.probes):
             return None  # ignored-tool-error's case: a failure in the claim's own turn
         return _finding(turn, claim, "high",
                         f"the last {claim.kind} run before the claim {state.why}",
                         [_where(last)], last)
-    edit = _edit_after(before, last, editors, uncovered) if claim.kind in edit_sensitive else None
+    edit = (_edit_after(before, last, p.editors, p.uncovered)
+            if claim.kind in p.edit_sensitive else None)
     if edit is not None:
-        files = edited_files(edit.call, editors) or []
+        files = edited_files(edit.call, p.editors) or []
         what = f"`{files[0]}`" if files else "a file"
         return _finding(turn, claim, "medium",
                         f"{what} was edited after the last green {claim.kind} run",
-                        [_where(last), edit.turn.ordinal], last)
+                        [_where(last), edit.turn.ordinal], last, edit=(edit, files))
     return None
 
 
@@ -161,7 +184,7 @@ def _user_reported(session, turn, claim, claims, done) -> bool:
     """The user said the check passed (after the last run the assistant made)."""
     since = done[-1][0].turn.ordinal if done else 0
     phrases = claims.get(claim.kind)
-    pattern = cached_pattern(phrases) if phrases else None
+    pattern = cached_phrase_pattern(phrases) if phrases else None
     for t in session.turns[since:turn.ordinal - 1]:
         if isinstance(t, UserTurn) and pattern is not None and pattern.search(t.text.lower()):
             return True
@@ -220,11 +243,41 @@ def _where(run: Run) -> int:
     return run.result.ordinal if isinstance(run.result, ToolResultTurn) else run.turn.ordinal
 
 
-def _finding(turn, claim, severity, why, evidence, last: Run | None) -> Finding:
+def _finding(turn, claim, severity, why, evidence, last: Run | None, *,
+             edit: tuple[Run, list[str]] | None = None) -> Finding:
     ran = ""
     if last is not None and last.command:
         ran = f" (last run: `{shorten(last.command, 60)}`)"
     return Finding(turn=turn.ordinal, anchor=turn.anchor, severity=severity,
                    severity_reason=why, evidence=evidence,
                    message=f"The assistant claims \"{shorten(claim.sentence, 90)}\" but {why}"
-                           f"{ran}.")
+                           f"{ran}.", facts=_facts(turn, claim, last, edit))
+
+
+def _facts(turn, claim: _Claim, last: Run | None,
+           edit: tuple[Run, list[str]] | None) -> list[Evidence]:
+    """The typed evidence: the claim (its sentence, the phrase that makes it one), the last run
+    of that kind of check and how it ended, the edit after it."""
+    facts = [Evidence(kind="claim", role=f"{claim.kind} claim", turn=turn.ordinal,
+                      anchor=turn.anchor, quote=shorten(claim.sentence, 160))]
+    if last is not None:
+        state = outcome(last.result)
+        passed = state is not None and state.passed
+        where = last.result if last.result is not None else last.turn
+        facts.append(Evidence(
+            kind="result" if passed else "failure",
+            role=f"last green {claim.kind} run" if passed else f"last {claim.kind} run",
+            turn=where.ordinal,
+            anchor=where.anchor if last.result is not None else last.call.anchor,
+            command=last.command or last.call.name,
+            status=state.status if state is not None else None,
+            quote="" if passed or last.result is None else "\n".join(
+                telling_lines(last.result.error or last.result.output, 2))))
+    if edit is not None:
+        run, files = edit
+        facts.append(Evidence(kind="edit", role="edit after the last green run",
+                              turn=run.turn.ordinal, anchor=run.call.anchor,
+                              command=run.command or run.call.name,
+                              quote=", ".join(files[:3])))
+    facts.sort(key=lambda f: f.turn)
+    return facts

@@ -11,11 +11,13 @@ different command. Polling commands and loops that end in a pass (a flaky step) 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import orjson
 
-from forensics.findings import Finding
+from forensics.findings import Evidence, Finding
 from forensics.model import AssistantTurn, Session, UserTurn
 from forensics.rules import rule
 from forensics.rules._facts import Run, compile_all, failure_kind, normalized_command, outcome, runs
@@ -24,24 +26,45 @@ from forensics.analysis.shell import split_commands
 from forensics.analysis.text import shorten
 
 
+@dataclass(frozen=True)
+class RetryLoopParams:
+    """FX006's ``[params]``, compiled once per parameter set."""
+
+    param_names: ClassVar[frozenset[str]] = frozenset({
+        "min_runs", "high_runs", "polling_patterns", "probe_programs", "read_only_programs",
+        "read_only_tools", "read_only_patterns", "error_line_patterns",
+    })
+    min_runs: int
+    high_runs: int
+    polling: tuple[re.Pattern[str], ...]
+    probes: frozenset[str]
+    readers: frozenset[str]
+    """Programs known to only read."""
+    tools: frozenset[str]
+    """Non-shell tools known to only read (lower-cased)."""
+    read_only: tuple[re.Pattern[str], ...]
+    error_line: re.Pattern[str]
+
+    @classmethod
+    def from_params(cls, raw: Mapping[str, Any]) -> "RetryLoopParams":
+        return cls(
+            min_runs=raw["min_runs"],
+            high_runs=raw["high_runs"],
+            polling=tuple(compile_all(raw["polling_patterns"])),
+            probes=frozenset(raw["probe_programs"]),
+            readers=frozenset(raw["read_only_programs"]),
+            tools=frozenset(t.lower() for t in raw["read_only_tools"]),
+            read_only=tuple(compile_all(raw["read_only_patterns"])),
+            error_line=re.compile("|".join(f"(?:{p})" for p in raw["error_line_patterns"]),
+                                  re.M | re.I),
+        )
+
+
 @rule("FX006")
-def retry_loop(
-    session: Session,
-    *,
-    min_runs: int,
-    high_runs: int,
-    polling_patterns: Sequence[str],
-    probe_programs: Sequence[str],
-    read_only_programs: Sequence[str],
-    read_only_tools: Sequence[str],
-    read_only_patterns: Sequence[str],
-    error_line_patterns: Sequence[str],
-) -> Iterator[Finding]:
-    polling = compile_all(polling_patterns)
-    read_only = compile_all(read_only_patterns)
-    error_line = re.compile("|".join(f"(?:{p})" for p in error_line_patterns), re.M | re.I)
-    probes, readers = frozenset(probe_programs), frozenset(read_only_programs)
-    tools = {t.lower() for t in read_only_tools}
+def retry_loop(session: Session, params: RetryLoopParams) -> Iterator[Finding]:
+    p = params
+    min_runs, high_runs, polling, probes = p.min_runs, p.high_runs, p.polling, p.probes
+    readers, tools, read_only, error_line = p.readers, p.tools, p.read_only, p.error_line
     all_runs = runs(session)
     loop: list[tuple[Run, str]] = []
     key: tuple[str, str] | None = None
@@ -124,11 +147,18 @@ def _finding(session: Session, loop: list[tuple[Run, str]], high_runs: int) -> F
     else:
         severity, reason = "medium", f"the same failing run {count} times, then the assistant said so"
     what = f"`{shorten(third.command, 80)}`" if third.command else f"the {third.call.name} call"
+    facts = []
+    for i, (run, kind) in enumerate(loop, 1):
+        state = outcome(run.result)
+        facts.append(Evidence(kind="failure", role=f"run {i} of {count}", turn=run.turn.ordinal,
+                              anchor=run.call.anchor, command=run.command or run.call.name,
+                              status=state.status if state is not None else None,
+                              quote=shorten(kind, 160)))
     return Finding(turn=third.turn.ordinal, anchor=third.call.anchor, severity=severity,
                    severity_reason=reason,
                    evidence=[r.turn.ordinal for r, _k in loop if r is not third],
                    message=f"{what} failed the same way {count} times in a row with nothing "
-                           f"changed between the runs ({shorten(loop[0][1], 70)}).")
+                           f"changed between the runs ({shorten(loop[0][1], 70)}).", facts=facts)
 
 
 def _told_user(session: Session, ordinal: int) -> bool:

@@ -10,9 +10,11 @@ simply ends after the call cannot tell a live session from a dead one).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from forensics.findings import Finding
+from forensics.findings import Evidence, Finding
 from forensics.ingest._opencode import NEVER_FINISHED
 from forensics.model import AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn, UserTurn
 from forensics.rules import rule
@@ -21,9 +23,22 @@ from forensics.analysis.shell import command_of, split_pipelines
 from forensics.analysis.text import shorten
 
 
+@dataclass(frozen=True)
+class DanglingCallParams:
+    """FX007's ``[params]``."""
+
+    param_names: ClassVar[frozenset[str]] = frozenset({"resultless_tools"})
+    resultless_tools: frozenset[str]
+    """Tools that never return a result of their own (lower-cased)."""
+
+    @classmethod
+    def from_params(cls, raw: Mapping[str, Any]) -> "DanglingCallParams":
+        return cls(frozenset(t.lower() for t in raw["resultless_tools"]))
+
+
 @rule("FX007")
-def dangling_call(session: Session, *, resultless_tools: Sequence[str]) -> Iterator[Finding]:
-    no_result_expected = {t.lower() for t in resultless_tools}
+def dangling_call(session: Session, params: DanglingCallParams) -> Iterator[Finding]:
+    no_result_expected = params.resultless_tools
     if _keeps_no_results(session):
         return
     for turn in session.turns:
@@ -103,5 +118,20 @@ def _finding(session: Session, turn: AssistantTurn, call: ToolCall,
         severity = "medium"
         reason = "the session went on without the call's result"
         then = "; the session went on without it" if nxt is not None else ""
+    facts = [Evidence(kind="call", role="dangling call", turn=turn.ordinal, anchor=call.anchor,
+                      command=command or call.name,
+                      status="pending" if result is not None else "no result")]
+    if result is not None:
+        facts.append(Evidence(kind="result", role="still pending", turn=result.ordinal,
+                              anchor=result.anchor, quote=shorten(result.error or "", 160)))
+    if isinstance(nxt, UserTurn):
+        facts.append(Evidence(kind="message", role="user wrote next", turn=nxt.ordinal,
+                              anchor=nxt.anchor, quote=shorten(nxt.text, 160)))
+    elif nxt is not None:
+        facts.append(Evidence(kind="event" if isinstance(nxt, EventTurn) else
+                              "result" if isinstance(nxt, ToolResultTurn) else "reply",
+                              role="the session went on", turn=nxt.ordinal, anchor=nxt.anchor,
+                              quote=shorten(getattr(nxt, "text", "") or "", 160)))
     return Finding(turn=turn.ordinal, anchor=call.anchor, severity=severity,
-                   severity_reason=reason, message=f"{what} {how}{then}.", evidence=evidence)
+                   severity_reason=reason, message=f"{what} {how}{then}.", evidence=evidence,
+                   facts=facts)

@@ -14,14 +14,16 @@ worries") and changes of mind ("no, let's do X instead") are not corrections.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from forensics.findings import Finding
+from forensics.findings import Evidence, Finding
 from forensics.model import AssistantTurn, Session, UserTurn
+from forensics.analysis.phrases import cached_phrase_pattern
 from forensics.rules import rule
 from forensics.rules._facts import (
     asks_question,
-    cached_pattern,
     commands,
     compile_all,
     exchange_before,
@@ -38,26 +40,42 @@ _STOP = frozenset({"that", "this", "with", "from", "have", "what", "when", "then
                    "already", "here", "were", "been", "only", "also", "make", "sure"})
 
 
+@dataclass(frozen=True)
+class UserCorrectionParams:
+    """FX008's ``[params]``: the phrase lists compiled once per parameter set."""
+
+    param_names: ClassVar[frozenset[str]] = frozenset({
+        "strong_openers", "negation_openers", "truth_words", "polite_negatives",
+        "change_of_mind", "destructive_commands", "destruction_words", "opening_chars",
+    })
+    strong: re.Pattern[str] | None
+    negation: re.Pattern[str] | None
+    truth: re.Pattern[str] | None
+    polite: re.Pattern[str] | None
+    mind: re.Pattern[str] | None
+    destructive: tuple[re.Pattern[str], ...]
+    destroyed_words: re.Pattern[str] | None
+    opening_chars: int
+
+    @classmethod
+    def from_params(cls, raw: Mapping[str, Any]) -> "UserCorrectionParams":
+        return cls(
+            strong=cached_phrase_pattern(tuple(raw["strong_openers"]), anchored=True),
+            negation=cached_phrase_pattern(tuple(raw["negation_openers"]), anchored=True),
+            truth=cached_phrase_pattern(tuple(raw["truth_words"])),
+            polite=cached_phrase_pattern(tuple(raw["polite_negatives"]), anchored=True),
+            mind=cached_phrase_pattern(tuple(raw["change_of_mind"])),
+            destructive=tuple(compile_all(raw["destructive_commands"])),
+            destroyed_words=cached_phrase_pattern(tuple(raw["destruction_words"])),
+            opening_chars=raw["opening_chars"],
+        )
+
+
 @rule("FX008")
-def user_correction(
-    session: Session,
-    *,
-    strong_openers: Sequence[str],
-    negation_openers: Sequence[str],
-    truth_words: Sequence[str],
-    polite_negatives: Sequence[str],
-    change_of_mind: Sequence[str],
-    destructive_commands: Sequence[str],
-    destruction_words: Sequence[str],
-    opening_chars: int,
-) -> Iterator[Finding]:
-    strong = cached_pattern(tuple(strong_openers), anchored=True)
-    negation = cached_pattern(tuple(negation_openers), anchored=True)
-    truth = cached_pattern(tuple(truth_words))
-    polite = cached_pattern(tuple(polite_negatives), anchored=True)
-    mind = cached_pattern(tuple(change_of_mind))
-    destructive = compile_all(destructive_commands)
-    destroyed_words = cached_pattern(tuple(destruction_words))
+def user_correction(session: Session, params: UserCorrectionParams) -> Iterator[Finding]:
+    p = params
+    strong, negation, truth, polite, mind = p.strong, p.negation, p.truth, p.polite, p.mind
+    destructive, destroyed_words, opening_chars = p.destructive, p.destroyed_words, p.opening_chars
     for user in session.turns:
         if not isinstance(user, UserTurn) or user.command:
             continue
@@ -102,25 +120,38 @@ def _refers(rest: str, truth, acted: list[AssistantTurn]) -> bool:
 def _finding(session: Session, user: UserTurn, acted: list[AssistantTurn], destructive,
              destroyed_words, head: str) -> Finding:
     corrected = acted[-1]
-    destroying = [(t.ordinal, cmd) for t in acted for _c, cmd in commands(t)
+    destroying = [(t, c, cmd) for t in acted for c, cmd in commands(t)
                   if any(matches_any(destructive, s) for s in split_commands(cmd))]
     said_destroyed = destroyed_words is not None and destroyed_words.search(head)
     if destroying or said_destroyed:
         severity = "high"
         reason = ("the corrected action destroyed state (" +
-                  (f"`{shorten(destroying[-1][1], 60)}`" if destroying else
+                  (f"`{shorten(destroying[-1][2], 60)}`" if destroying else
                    f"the user says \"{said_destroyed.group(0)}\"") + ")")
     else:
         severity = "medium"
         reason = "the user rejected the premise of the assistant's last action"
+    facts = [Evidence(kind="message", role="correction", turn=user.ordinal, anchor=user.anchor,
+                      quote=shorten(user.text, 160))]
     if corrected.tool_calls:
         cmds = commands(corrected)
         what = (f"`{shorten(cmds[-1][1], 70)}`" if cmds
                 else f"the {corrected.tool_calls[-1].name} call")
+        call = cmds[-1][0] if cmds else corrected.tool_calls[-1]
+        facts.append(Evidence(kind="call", role="corrected action", turn=corrected.ordinal,
+                              anchor=call.anchor, command=cmds[-1][1] if cmds else call.name))
     else:
         what = f"\"{shorten(corrected.text, 70)}\""
+        facts.append(Evidence(kind="claim", role="corrected claim", turn=corrected.ordinal,
+                              anchor=corrected.anchor, quote=shorten(corrected.text, 160)))
+    if destroying:
+        turn, call, cmd = destroying[-1]
+        facts.append(Evidence(kind="call", role="destroyed state", turn=turn.ordinal,
+                              anchor=call.anchor, command=cmd))
+    facts.sort(key=lambda f: f.turn)
     return Finding(turn=user.ordinal, anchor=user.anchor, severity=severity,
                    severity_reason=reason,
-                   evidence=sorted({o for o, _cmd in destroying[-1:]} | {corrected.ordinal}),
+                   evidence=sorted({t.ordinal for t, _c, _cmd in destroying[-1:]}
+                                   | {corrected.ordinal}),
                    message=f"The user corrected the assistant: \"{shorten(user.text, 90)}\" "
-                           f"(about {what}).")
+                           f"(about {what}).", facts=facts)

@@ -9,20 +9,35 @@ limit, auth, overload, …) comes from the error's words, listed in the rule fil
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from forensics.findings import Finding
+from forensics.findings import Evidence, Finding
 from forensics.model import AssistantTurn, EventTurn, Session
 from forensics.rules import rule
 from forensics.rules._harness import event_runs
 from forensics.analysis.text import shorten
 
 
+@dataclass(frozen=True)
+class ProviderErrorParams:
+    """FX102's ``[params]``: each kind of provider error and the words that say it."""
+
+    param_names: ClassVar[frozenset[str]] = frozenset({"error_kinds"})
+    kinds: tuple[tuple[str, re.Pattern[str]], ...]
+    """(kind, its words as one pattern), in the rule file's order: the first that matches."""
+
+    @classmethod
+    def from_params(cls, raw: Mapping[str, Any]) -> "ProviderErrorParams":
+        return cls(tuple((name, re.compile("|".join(f"(?:{w})" for w in words), re.I))
+                         for name, words in raw["error_kinds"].items() if words))
+
+
 @rule("FX102")
-def provider_error(session: Session, *, error_kinds: Mapping[str, Sequence[str]]
-                   ) -> Iterator[Finding]:
-    kinds = [(name, re.compile("|".join(f"(?:{w})" for w in words), re.I))
-             for name, words in error_kinds.items() if words]
+def provider_error(session: Session, params: ProviderErrorParams) -> Iterator[Finding]:
+    kinds = params.kinds
+
     def wanted(turn) -> bool:
         if isinstance(turn, EventTurn):
             return turn.event in ("api_error", "retry")
@@ -62,10 +77,15 @@ def _finding(group, kinds) -> Finding:
         message += f" after {retries} retr{'y' if retries == 1 else 'ies'}"
     if text:
         message += f": \"{shorten(text, 90)}\""
+    facts = [Evidence(kind="event", role="retry", turn=t.ordinal, anchor=t.anchor,
+                      quote=shorten(_text(t), 160))
+             for t in group if t is not head and isinstance(t, EventTurn) and t.event == "retry"]
+    facts.append(Evidence(kind="event", role=f"provider error ({what})", turn=head.ordinal,
+                          anchor=head.anchor, quote=shorten(text, 160)))
     return Finding(turn=head.ordinal, anchor=head.anchor, severity="low",
                    severity_reason="a harness event, counted: not the assistant's mistake",
                    message=message + ".",
-                   evidence=[t.ordinal for t in group if t is not head])
+                   evidence=[t.ordinal for t in group if t is not head], facts=facts)
 
 
 def _text(turn) -> str:

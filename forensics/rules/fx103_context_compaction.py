@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from forensics.findings import Finding
+from forensics.analysis.params import NoParams
+from forensics.findings import Evidence, Finding
 from forensics.model import EventTurn, Session
 from forensics.rules import rule
 from forensics.rules._harness import event_runs
 
 
 @rule("FX103")
-def context_compaction(session: Session) -> Iterator[Finding]:
+def context_compaction(session: Session, params: NoParams) -> Iterator[Finding]:
     def wanted(turn) -> bool:
         return isinstance(turn, EventTurn) and turn.event == "compaction"
 
@@ -30,7 +31,10 @@ def context_compaction(session: Session) -> Iterator[Finding]:
         what = "The context was micro-compacted" if micro else "The context was compacted"
         if trigger in ("auto", "manual"):
             what += " automatically" if trigger == "auto" else " at the user's request"
+        facts = [Evidence(kind="event", role="compaction" if t is head else "same compaction",
+                          turn=t.ordinal, anchor=t.anchor, quote=trigger or "")
+                 for t in run]
         yield Finding(turn=head.ordinal, anchor=head.anchor, severity="low",
                       severity_reason="a harness event, counted: not the assistant's mistake",
                       message=f"{what} (compaction {total} of this session).",
-                      evidence=[t.ordinal for t in run[1:]])
+                      evidence=[t.ordinal for t in run[1:]], facts=facts)
