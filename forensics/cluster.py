@@ -37,6 +37,7 @@ from forensics import batch
 from forensics.archive import DEFAULT_LIMITS, Problem, Unit, archive_units, iter_units
 from forensics.config import Config
 from forensics.errors import ForensicsError
+from forensics.remote import is_url
 
 INSTALL = "pip install 'forensics[dask]'"
 CONNECT_TIMEOUT = "20s"
@@ -179,8 +180,9 @@ class DaskExecutor:
         window = self.workers * CHUNKS_PER_WORKER
         # A few hundred bytes, sent with every task: scattered data would be lost with the
         # worker holding it, taking the tasks that need it along.
-        settings = WorkerSettings(config, os.path.abspath(cases_dir) if cases_dir else None,
-                                  options)
+        if cases_dir and not is_url(cases_dir):
+            cases_dir = os.path.abspath(cases_dir)
+        settings = WorkerSettings(config, cases_dir, options)
         chunks = _chunks(items, size)
         retry: deque[batch.Item] = deque()
         in_flight: dict[str, tuple[list[batch.Item], bool]] = {}
