@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 from forensics.batch import BatchLost, run_batch
 from forensics.cli import app
 from forensics.cluster import ClusterSpec, ClusterUnavailable, dask_executor
+from forensics.destination import OutputUnavailable
 
 # Worker plugins defined here travel by value: the workers cannot import this test module.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -90,6 +91,24 @@ def test_cluster_batch_is_byte_identical_to_the_local_batch(inputs, cluster, loc
     # And a local pool of two processes, whose completion order differs again.
     run_batch(list(inputs.values()), tmp_path / "pool", workers=2, progress=False)
     _same_outputs(local_out, tmp_path / "pool")
+
+
+def test_cluster_batch_to_a_url_is_byte_identical_and_reruns_skip(inputs, cluster,
+                                                                   local_batch, tmp_path):
+    """OUT as a URL: the workers upload the case studies, this process the tables, index and
+    state; a rerun against the URL skips every unchanged source."""
+    local, local_out = local_batch
+    out = tmp_path / "out"
+    summary = run_batch(list(inputs.values()), f"file://{out}", executor=cluster,
+                        progress=False)
+    assert summary.out == f"file://{out}"
+    _same_outputs(local_out, out)
+    again = run_batch(list(inputs.values()), f"file://{out}", executor=cluster, progress=False)
+    assert again.scanned == 0 and again.skipped == local.sources - len(local.errors) - \
+        local.ignored
+    with pytest.raises(OutputUnavailable, match="lives in one process"):
+        run_batch([inputs["zip"]], "memory://forensics-tests/cluster", executor=cluster,
+                  progress=False)
 
 
 def test_options_reach_the_workers(inputs, cluster, local_batch, tmp_path):
