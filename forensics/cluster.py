@@ -26,6 +26,7 @@ import itertools
 import logging
 import os
 import re
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError
@@ -33,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from forensics import batch
+from forensics import __version__, batch
 from forensics.archive import DEFAULT_LIMITS, Problem, Unit, archive_units, iter_units
 from forensics.config import Config
 from forensics.errors import ForensicsError
@@ -133,6 +134,24 @@ class WorkerSettings:
     cases_dir: str | None
     options: dict[str, Any]
     """``forensics.batch._init_worker``'s: redaction, case-study share, archive limits."""
+    batch_id: str = ""
+    """New for every batch, so a long-lived worker starts each one afresh: its share of case
+    studies full again, its open zip files (which may have changed since) closed."""
+
+
+def check_worker(cases_dir: str | None) -> str | None:
+    """Run on every worker before a batch: why it cannot run this batch's tasks (another
+    forensics version, no filesystem for the case studies' URL), or None."""
+    from forensics import __version__
+
+    if cases_dir and is_url(cases_dir):
+        from forensics.destination import OutputUnavailable, _filesystem
+
+        try:
+            _filesystem(cases_dir)
+        except OutputUnavailable as exc:
+            return f"cannot write case studies to {exc}"
+    return f"forensics {__version__}"
 
 
 def run_chunk(settings: WorkerSettings, chunk: list[batch.Item],
@@ -182,7 +201,8 @@ class DaskExecutor:
         # worker holding it, taking the tasks that need it along.
         if cases_dir and not is_url(cases_dir):
             cases_dir = os.path.abspath(cases_dir)
-        settings = WorkerSettings(config, cases_dir, options)
+        self._check_workers(cases_dir)
+        settings = WorkerSettings(config, cases_dir, options, batch_id=uuid.uuid4().hex)
         chunks = _chunks(items, size)
         retry: deque[batch.Item] = deque()
         in_flight: dict[str, tuple[list[batch.Item], bool]] = {}
@@ -224,8 +244,13 @@ class DaskExecutor:
                 else:
                     retry.extend(chunk)
                 continue
-            except (OSError, TimeoutError, distributed.comm.CommClosedError,
-                    CancelledError) as exc:  # a cancelled future: the scheduler is gone
+            except (Exception, CancelledError) as exc:
+                if fut.status == "error":  # the task raised: a worker set up unlike this one
+                    raise batch.ExecutorLost(
+                        f"a Dask worker could not run forensics' task ({type(exc).__name__}: "
+                        f"{_first_line(exc)}); every worker needs forensics {__version__} "
+                        f"({INSTALL}) and the batch's files at the same paths") from None
+                # A cancelled future or a closed connection: the scheduler is gone.
                 raise batch.ExecutorLost(self._gone(exc)) from None
             finally:
                 fut.release()
@@ -233,13 +258,35 @@ class DaskExecutor:
                 take(outcome)
             self._problems.extend(problems)
 
+    def _check_workers(self, cases_dir: str | None) -> None:
+        """Every worker runs this forensics and reaches the case studies' URL: a worker set
+        up otherwise would fail every task or silently write no case study."""
+        distributed = _distributed()
+        try:
+            answers = self.client.run(check_worker, cases_dir)
+        except (OSError, TimeoutError, distributed.comm.CommClosedError) as exc:
+            raise batch.ExecutorLost(self._gone(exc)) from None
+        except Exception as exc:  # the workers could not even unpickle the check
+            raise ClusterUnavailable(f"the Dask workers cannot run forensics "
+                                     f"({_first_line(exc)}): install forensics "
+                                     f"{__version__} with {INSTALL} on every worker") from None
+        mine = f"forensics {__version__}"
+        for address, answer in sorted(answers.items()):
+            if answer != mine:
+                why = answer if answer.startswith("cannot") else f"runs {answer}, this " \
+                    f"machine {mine}"
+                raise ClusterUnavailable(f"the Dask worker at {address} {why}")
+
     def _gone(self, exc: BaseException) -> str:
         # The client's reconnect loop would log tracebacks while it gives up: the message
         # below says it all.
         _quiet_client()
-        why = "connection lost" if isinstance(exc, CancelledError) else \
-            (str(exc).splitlines() or [type(exc).__name__])[0]
+        why = "connection lost" if isinstance(exc, CancelledError) else _first_line(exc)
         return f"lost the Dask scheduler at {self.address} ({why})"
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 _CLIENT_LOGGERS = ("distributed.client", "distributed.comm", "distributed.core",

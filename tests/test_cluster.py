@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import zipfile
 from pathlib import Path
 
 import cloudpickle
@@ -239,6 +240,93 @@ def test_a_dying_worker_is_replaced_and_costs_only_its_own_source(inputs, cluste
     assert summary.sessions == healthy.sessions - 1
     assert summary.sources == healthy.sources
     cluster.client.wait_for_workers(2, timeout=60)  # the nannies replaced the dead workers
+
+
+class SetUpOtherwise(WorkerPlugin):
+    """Every worker reports another forensics version, or fails to set up for a batch."""
+
+    name = "set-up-otherwise"
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def setup(self, worker) -> None:
+        import forensics
+        import forensics.batch as batch
+
+        self.saved = (forensics.__version__, batch._init_worker)
+        if self.what == "version":
+            forensics.__version__ = "0.0.1"
+        else:
+            def broken(*args, **kwargs):
+                raise RuntimeError("no rules here")
+
+            batch._init_worker = broken
+
+    def teardown(self, worker) -> None:
+        import forensics
+        import forensics.batch as batch
+
+        forensics.__version__, batch._init_worker = self.saved
+
+
+def test_workers_of_another_version_are_refused_before_any_task(inputs, cluster, tmp_path):
+    cluster.client.register_plugin(SetUpOtherwise("version"))
+    try:
+        with pytest.raises(ClusterUnavailable) as error:
+            run_batch([inputs["zip"]], tmp_path / "out", executor=cluster, progress=False)
+    finally:
+        cluster.client.unregister_worker_plugin(SetUpOtherwise.name)
+    assert str(error.value).startswith("the Dask worker at tcp://127.0.0.1:")
+    assert str(error.value).endswith(" runs forensics 0.0.1, this machine forensics 0.1.0")
+    assert not (tmp_path / "out" / "state.json").exists()
+
+
+def test_a_task_that_fails_on_its_worker_ends_the_batch_with_one_message(inputs, cluster,
+                                                                        tmp_path):
+    cluster.client.register_plugin(SetUpOtherwise("setup"))
+    try:
+        with pytest.raises(BatchLost) as lost:
+            run_batch([inputs["zip"]], tmp_path / "out", executor=cluster, progress=False)
+    finally:
+        cluster.client.unregister_worker_plugin(SetUpOtherwise.name)
+    assert str(lost.value).startswith(
+        "a Dask worker could not run forensics' task (RuntimeError: no rules here); every "
+        "worker needs forensics 0.1.0 (pip install 'forensics[dask]') and the batch's files "
+        "at the same paths; ")
+    assert (tmp_path / "out" / "state.json").is_file()  # a rerun continues from there
+
+
+def test_a_worker_without_the_case_studies_filesystem_says_so():
+    from forensics.cluster import check_worker
+
+    assert check_worker("nosuchscheme://bucket/out/cases").startswith(
+        "cannot write case studies to nosuchscheme://bucket/out/cases: cannot open its "
+        "filesystem: ")
+    assert check_worker("/shared/out/cases") == "forensics 0.1.0"
+
+
+def test_each_batch_starts_its_workers_afresh(cluster, tmp_path):
+    """A long-lived cluster reruns a batch into the same OUT after its archive was rewritten
+    (other members, in another order): the workers read the new archive, not through the zip
+    directory they kept open from the last batch."""
+    from test_batch import FIXTURES
+
+    files = [*sorted((FIXTURES / "seeds").glob("seed_*.json")),
+             FIXTURES / "resends_after_provider_errors.jsonl"]
+    archive = tmp_path / "logs.zip"
+    for n in range(2):
+        members = [(f"{n}-{k}-{p.name}", p) for k in range(2) for p in files]
+        with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+            for name, p in members[::1 - 2 * n]:
+                zf.write(p, name)
+        remote = run_batch([archive], tmp_path / "cluster", executor=cluster, progress=False)
+        local = run_batch([archive], tmp_path / f"local{n}", workers=1, progress=False)
+        assert remote.errors == [] and remote.sessions == local.sessions == len(members)
+        assert remote.scanned == len(members)
+        for name in ("incidents.parquet", "sessions.parquet"):
+            assert _table(tmp_path / "cluster" / name).equals(
+                _table(tmp_path / f"local{n}" / name)), name
 
 
 def _start_scheduler(tmp_path: Path) -> tuple[subprocess.Popen, subprocess.Popen, str]:
