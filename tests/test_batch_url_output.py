@@ -167,3 +167,13 @@ def test_a_url_that_cannot_be_written_is_one_line(inputs, tmp_path):
     assert (result.exit_code, result.output) == (
         2, f"forensics: file://{tmp_path}/a-file: is a file, not a folder\n")
     assert (tmp_path / "a-file").read_text() == "not a folder"
+
+
+def test_without_fsspec_a_url_says_what_to_install(inputs, monkeypatch, tmp_path):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "fsspec", None)  # import fsspec fails
+    result = _batch_cli(inputs, "s3://bucket/triage")
+    assert (result.exit_code, result.output) == (
+        2, "forensics: s3://bucket/triage: writing to a URL needs fsspec: "
+           "pip install 'forensics[dask]'\n")
