@@ -139,18 +139,22 @@ class WorkerSettings:
     studies full again, its open zip files (which may have changed since) closed."""
 
 
-def check_worker(cases_dir: str | None) -> str | None:
-    """Run on every worker before a batch: why it cannot run this batch's tasks (another
-    forensics version, no filesystem for the case studies' URL), or None."""
+def check_worker(cases_dir: str | None) -> str:
+    """Run on every worker before a batch: what it runs (``forensics X``), or why it cannot
+    run this batch's tasks (no filesystem for the case studies' URL, OUT not mounted)."""
     from forensics import __version__
 
     if cases_dir and is_url(cases_dir):
-        from forensics.destination import OutputUnavailable, _filesystem
+        from forensics.destination import OutputUnavailable, filesystem
 
         try:
-            _filesystem(cases_dir)
+            filesystem(cases_dir)
         except OutputUnavailable as exc:
             return f"cannot write case studies to {exc}"
+    elif cases_dir and not os.path.isdir(os.path.dirname(cases_dir)):
+        # The batch made OUT before asking: a worker that does not see it has no shared mount.
+        return (f"cannot see OUT at {os.path.dirname(cases_dir)}: mount it at the same path "
+                "on every worker, or give OUT as a URL")
     return f"forensics {__version__}"
 
 

@@ -103,7 +103,7 @@ def open_destination(out: str | Path, *, previous_run: Iterable[str] = ()) -> De
     if not is_url(out):
         return Destination(name=str(out), folder=Path(out))
     url = str(out)
-    fs, root = _filesystem(url)
+    fs, root = filesystem(url)
     try:
         if fs.isfile(root):
             raise OutputUnavailable(f"{url}: is a file, not a folder")
@@ -136,7 +136,7 @@ def write_through(url: str, write: Callable[[Path], T]) -> T:
     """``write(folder)`` into a local temporary folder named like the last part of ``url``,
     then upload what it wrote to ``url``: how a worker writes its case studies to a URL.
     Paths that ``write`` returns relative to the folder's parent stay true at the URL."""
-    fs, root = _filesystem(url)
+    fs, root = filesystem(url)
     with tempfile.TemporaryDirectory(prefix="forensics-cases-") as tmp:
         local = Path(tmp) / basename(url)
         value = write(local)
@@ -145,7 +145,8 @@ def write_through(url: str, write: Callable[[Path], T]) -> T:
     return value
 
 
-def _filesystem(url: str) -> tuple[Any, str]:
+def filesystem(url: str) -> tuple[Any, str]:
+    """fsspec's filesystem and path for ``url``; ``OutputUnavailable`` when it has none here."""
     try:
         import fsspec
     except ImportError:

@@ -297,13 +297,16 @@ def test_a_task_that_fails_on_its_worker_ends_the_batch_with_one_message(inputs,
     assert (tmp_path / "out" / "state.json").is_file()  # a rerun continues from there
 
 
-def test_a_worker_without_the_case_studies_filesystem_says_so():
+def test_a_worker_without_the_case_studies_filesystem_says_so(tmp_path):
     from forensics.cluster import check_worker
 
     assert check_worker("nosuchscheme://bucket/out/cases").startswith(
         "cannot write case studies to nosuchscheme://bucket/out/cases: cannot open its "
         "filesystem: ")
-    assert check_worker("/shared/out/cases") == "forensics 0.1.0"
+    assert check_worker(str(tmp_path / "cases")) == "forensics 0.1.0"
+    assert check_worker("/no/such/shared/out/cases") == (
+        "cannot see OUT at /no/such/shared/out: mount it at the same path on every worker, or "
+        "give OUT as a URL")
 
 
 def test_each_batch_starts_its_workers_afresh(cluster, tmp_path):
