@@ -10,7 +10,9 @@ hundred bytes per task) and the compact outcome rows. Workers open their units t
 shared filesystem or fsspec URLs) and write case studies into OUT, which they must reach.
 
 In flight at once: four chunks per worker, fed from the unit listing as tasks finish
-(``distributed.as_completed``), so millions of units never become millions of futures.
+(``distributed.as_completed``), so millions of units never become millions of futures. The
+workers are counted again every few seconds, so workers that join a batch already running (an
+autoscaled cluster, SLURM jobs leaving the queue) get work too.
 
 Faults, as in the local pool: a worker that dies is replaced by its nanny; the units of the
 chunk it held are retried one at a time on an otherwise idle cluster, and a unit that kills a
@@ -26,6 +28,7 @@ import itertools
 import logging
 import os
 import re
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -43,6 +46,8 @@ from forensics.remote import is_url
 INSTALL = "pip install 'forensics[dask]'"
 CONNECT_TIMEOUT = "20s"
 CHUNKS_PER_WORKER = 4
+RECOUNT_S = 2.0
+"""Seconds between two counts of the workers while a batch runs (the window grows with them)."""
 MAX_CHUNK = 32
 """Units per task at most: a task costs the scheduler and this process a few milliseconds
 (docs/scaling.md), a unit tens of milliseconds on a worker, so big batches on many workers
@@ -199,13 +204,13 @@ class DaskExecutor:
             cases_dir: str | None, options: dict[str, Any], known: dict[str, dict[str, str]],
             take: Callable[[batch.UnitOutcome], None]) -> None:
         distributed = _distributed()
-        size = 4 if total is None else max(1, min(MAX_CHUNK, total // (self.workers * 16)))
-        window = self.workers * CHUNKS_PER_WORKER
-        # A few hundred bytes, sent with every task: scattered data would be lost with the
-        # worker holding it, taking the tasks that need it along.
         if cases_dir and not is_url(cases_dir):
             cases_dir = os.path.abspath(cases_dir)
-        self._check_workers(cases_dir)
+        self._check_workers(cases_dir)  # and counts them: more may have joined since
+        size = 4 if total is None else max(1, min(MAX_CHUNK, total // (self.workers * 16)))
+        counted = time.monotonic()
+        # A few hundred bytes, sent with every task: scattered data would be lost with the
+        # worker holding it, taking the tasks that need it along.
         settings = WorkerSettings(config, cases_dir, options, batch_id=uuid.uuid4().hex)
         chunks = _chunks(items, size)
         retry: deque[batch.Item] = deque()
@@ -230,7 +235,9 @@ class DaskExecutor:
                 if not in_flight:
                     submit([retry.popleft()], True)
             else:
-                while not exhausted and len(in_flight) < window:
+                if time.monotonic() - counted > RECOUNT_S:  # workers join an autoscaled cluster
+                    self.workers, counted = self._count_workers(), time.monotonic()
+                while not exhausted and len(in_flight) < self.workers * CHUNKS_PER_WORKER:
                     chunk = next(chunks, None)
                     if chunk is None:
                         exhausted = True
@@ -274,12 +281,24 @@ class DaskExecutor:
             raise ClusterUnavailable(f"the Dask workers cannot run forensics "
                                      f"({_first_line(exc)}): install forensics "
                                      f"{__version__} with {INSTALL} on every worker") from None
+        self.workers = max(1, len(answers))
         mine = f"forensics {__version__}"
         for address, answer in sorted(answers.items()):
             if answer != mine:
                 why = answer if answer.startswith("cannot") else f"runs {answer}, this " \
                     f"machine {mine}"
                 raise ClusterUnavailable(f"the Dask worker at {address} {why}")
+
+    def _count_workers(self) -> int:
+        """The workers the scheduler has now; the last count when it cannot tell."""
+        try:
+            try:
+                info = self.client.scheduler_info(n_workers=0)  # totals only: a small answer
+            except TypeError:  # distributed before 2025 has no n_workers
+                info = self.client.scheduler_info()
+        except Exception:  # the scheduler is going: the next submit says so
+            return self.workers
+        return max(1, info.get("n_workers") or len(info.get("workers", ())) or self.workers)
 
     def _gone(self, exc: BaseException) -> str:
         # The client's reconnect loop would log tracebacks while it gives up: the message

@@ -510,3 +510,30 @@ def test_duckdb_reads_the_partitioned_tables(local_batch, tmp_path):
                 .len().sort("agent", "month", nulls_last=True).rows())
     assert sorted(rows, key=str) == sorted(expected, key=str)
     assert sum(n for _a, _m, n in rows) == tables["incidents"].height
+
+
+def test_workers_that_join_after_the_start_get_work(inputs, cluster, tmp_path, monkeypatch):
+    """The executor was made with 2 workers; a third joins (an autoscaled cluster, a queued
+    SLURM job starting): the window of tasks in flight grows to match, so it is not idle."""
+    from forensics.cluster import CHUNKS_PER_WORKER
+
+    local_cluster = cluster.client.cluster
+    local_cluster.scale(3)
+    try:
+        cluster.client.wait_for_workers(3, timeout=60)
+        counting = CountingClient(cluster.client)
+        monkeypatch.setattr(cluster, "client", counting)
+        summary = run_batch([inputs["folder"]], tmp_path / "out", executor=cluster,
+                            progress=False)
+        assert cluster.workers == 3
+        assert 2 * CHUNKS_PER_WORKER < max(counting.held) <= 3 * CHUNKS_PER_WORKER
+        local = run_batch([inputs["folder"]], tmp_path / "local", workers=1, progress=False)
+        assert (summary.sources, summary.sessions) == (local.sources, local.sessions)
+    finally:
+        monkeypatch.undo()
+        local_cluster.scale(2)
+        deadline = time.monotonic() + 60
+        while len(cluster.client.scheduler_info()["workers"]) != 2:
+            assert time.monotonic() < deadline, "the third worker did not leave"
+            time.sleep(0.1)
+        cluster.workers = 2
