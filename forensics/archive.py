@@ -266,10 +266,11 @@ def iter_units(paths: Iterable[str | os.PathLike[str]], problems: list[Problem],
     Folders in ``exclude`` (a batch's own output folder) are not walked. ``defer_streams``
     lists a compressed tar as one ``archive`` unit instead of reading it here.
     """
-    skip = {os.path.realpath(e) for e in exclude}
+    skip = {os.path.realpath(e) for e in exclude if not is_url(e)}
+    skip_urls = tuple(str(e).rstrip("/") + "/" for e in exclude if is_url(e))
     for p in paths:
         if is_url(p):
-            yield from _url_units(str(p), problems, limits, defer_streams)
+            yield from _url_units(str(p), problems, limits, defer_streams, skip_urls)
             continue
         path = Path(p)
         why = regular_file(path)
@@ -287,10 +288,10 @@ def iter_units(paths: Iterable[str | os.PathLike[str]], problems: list[Problem],
             yield _disk_unit(path)
 
 
-def _url_units(url: str, problems: list[Problem], limits: Limits,
-               defer_streams: bool) -> Iterator[Unit]:
+def _url_units(url: str, problems: list[Problem], limits: Limits, defer_streams: bool,
+               skip: tuple[str, ...] = ()) -> Iterator[Unit]:
     """Units under an fsspec URL: its files (storage trees grouped as in an archive) and the
-    units of the archives there."""
+    units of the archives there, except those under a URL in ``skip`` (a batch's OUT)."""
     try:
         listed = listing(url)
     except Exception as exc:  # no fsspec, unknown scheme, no credentials, network errors
@@ -302,6 +303,8 @@ def _url_units(url: str, problems: list[Problem], limits: Limits,
     is_folder, files = listed
     entries = []
     for file_url, stamp in files:
+        if file_url.startswith(skip):
+            continue
         if is_archive(basename(file_url)):
             yield from archive_units(file_url, problems, limits, defer_streams=defer_streams)
         elif not is_folder:

@@ -66,8 +66,13 @@ CHECKPOINT_EVERY = 500
 MAX_CASE_SESSIONS = 2000
 """Sessions that get case studies in one batch; past it incidents are in the tables only (a
 100,000-session archive would otherwise write gigabytes of pages before any table)."""
-OUTPUT_FILES = ("incidents.parquet", "incidents.ndjson", "sessions.parquet", "sessions.ndjson",
-                "errors.ndjson", "index.md", "index.html")
+TABLE_FILES = ("incidents.parquet", "incidents.ndjson", "sessions.parquet", "sessions.ndjson",
+               "errors.ndjson")
+OUTPUT_FILES = (*TABLE_FILES, "index.md", "index.html")
+PREVIOUS_RUN = (STATE_FILE, "incidents.parquet", "sessions.parquet", "errors.ndjson",
+                "incidents.ndjson")
+"""What a rerun reads back from OUT: the state, the rows it carries over, the fingerprints it
+compares with (fetched from a URL before the batch starts)."""
 
 
 # -- what a worker sends back -------------------------------------------------------------------
@@ -336,7 +341,7 @@ def _write_cases(result, cases_dir: str | None, origin: str) -> dict[str, str]:
     from forensics import cases
 
     _worker["cases_left"] = _worker.get("cases_left", 1) - 1
-    return cases.write_cases(result, Path(cases_dir), origin=origin,
+    return cases.write_cases(result, cases_dir, origin=origin,
                              redact=_worker.get("redact", True))
 
 
@@ -698,7 +703,8 @@ def _lost() -> Future:
 class BatchSummary:
     """What a batch did; ``str()`` is the closing lines the CLI prints."""
 
-    out: Path
+    out: Path | str
+    """OUT: a folder, or the URL it was written to."""
     sources: int = 0
     scanned: int = 0
     skipped: int = 0
@@ -839,8 +845,9 @@ def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
         Session files, folders (agent data dirs or any tree mixing formats) and archives
         (``.zip``, ``.tar``, ``.tar.gz``, ``.tar.zst``), read in place.
     out
-        Output folder; created if missing. A previous run's ``state.json`` there makes this
-        run incremental.
+        Output folder, created if missing, or an fsspec URL (``s3://bucket/prefix``,
+        ``forensics.destination``). A previous run's ``state.json`` there makes this run
+        incremental.
     workers
         Worker processes; default: one per available core. ``1`` runs in this process.
     full
@@ -873,7 +880,13 @@ def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
     BatchSummary
         Counts, skipped and unreadable sources, timing.
     """
-    out = Path(out)
+    from forensics.dataset import PARTITIONED_TABLES
+    from forensics.destination import open_destination
+
+    # A URL is staged in a local folder: the batch writes there, ``publish`` uploads.
+    dest = open_destination(out, previous_run=PREVIOUS_RUN)
+    dest.check_workers(in_process=executor is None and (workers or default_workers()) == 1)
+    out = dest.folder
     out.mkdir(parents=True, exist_ok=True)
     config = config or Config()
     key = _config_key(config, redact, keep if keep is not None and keep.active else None)
@@ -883,20 +896,25 @@ def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
     before = _previous_fingerprints(out)  # what the last run found, for new/still/resolved
     every = checkpoint_every or int(os.environ.get("FORENSICS_CHECKPOINT_EVERY")
                                     or CHECKPOINT_EVERY)
-    cases_dir = str(out / "cases") if _reporter_available() else None
+    cases_dir = dest.cases if _reporter_available() else None
 
     def checkpoint(so_far: Collected) -> None:
         _write_tables(so_far, out, key=key, previous=previous)
+        dest.publish([*TABLE_FILES, STATE_FILE])
 
     collected = collect(paths, workers=workers, config=config,
                         progress=progress and (sys.stderr.isatty()
                                                or os.environ.get("FORENSICS_PROGRESS") == "1"),
-                        known=known, cases_dir=cases_dir, exclude=[out], redact=redact,
+                        known=known, cases_dir=cases_dir, exclude=dest.exclude, redact=redact,
                         max_case_sessions=max_case_sessions, checkpoint=checkpoint,
                         checkpoint_every=every, limits=limits, keep=keep,
                         executor=executor)
     summary = write_outputs(collected, out, key=key, rescanned_all=full or not known,
                             previous=previous, before=before, partitioned=partitioned)
+    dest.publish([*OUTPUT_FILES, *(PARTITIONED_TABLES if partitioned else ()), STATE_FILE])
+    dest.close()
+    if dest.url:
+        summary.out = dest.url
     if collected.lost:
         raise BatchLost(collected.lost, summary)
     return summary

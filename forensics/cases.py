@@ -11,6 +11,8 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from forensics.remote import is_url
+
 
 def _reporter() -> Any | None:
     try:
@@ -24,16 +26,26 @@ def available() -> bool:
     return _reporter() is not None
 
 
-def write_cases(result: Any, cases_dir: Path, *, origin: str = "",
+def write_cases(result: Any, cases_dir: Path | str, *, origin: str = "",
                 redact: bool = True) -> dict[str, str]:
     """Write the case studies of one scanned session; fingerprint -> path relative to OUT.
 
     Each source gets its own folder under ``cases_dir`` (two sources may hold sessions with the
-    same id). A reporter failure costs this session its links, never the batch.
+    same id); ``cases_dir`` may be an fsspec URL (``forensics.destination``). A reporter or
+    upload failure costs this session its links, never the batch.
     """
     report = _reporter()
     if report is None or not result.incidents:
         return {}
+    if is_url(cases_dir):
+        from forensics.destination import write_through
+
+        try:
+            return write_through(str(cases_dir), lambda local: write_cases(
+                result, local, origin=origin, redact=redact))
+        except Exception:
+            return {}
+    cases_dir = Path(cases_dir)
     folder = cases_dir / hashlib.blake2b(origin.encode(), digest_size=6).hexdigest()
     try:
         # a case page links back to OUT/index.html: from OUT/cases/<hash>/<session>/

@@ -641,9 +641,10 @@ def rules_command(
 @app.command()
 def batch(
     paths: Paths = None,
-    output: Annotated[Path, typer.Option("--output", "-o", metavar="DIR", help="Folder to "
-                                         "write the tables and index page to; reruns skip "
-                                         "unchanged sources.")] = ...,
+    output: Annotated[str, typer.Option("--output", "-o", metavar="DIR|URL", help="Folder "
+                                        "or fsspec URL (s3://bucket/prefix) to write the "
+                                        "tables and index page to; reruns skip unchanged "
+                                        "sources.")] = ...,
     workers: Annotated[Optional[int], typer.Option(
         "--workers", "-j", min=1, metavar="N", help="Worker processes (default: one per core).")
     ] = None,

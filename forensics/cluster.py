@@ -10,7 +10,9 @@ hundred bytes per task) and the compact outcome rows. Workers open their units t
 shared filesystem or fsspec URLs) and write case studies into OUT, which they must reach.
 
 In flight at once: four chunks per worker, fed from the unit listing as tasks finish
-(``distributed.as_completed``), so millions of units never become millions of futures.
+(``distributed.as_completed``), so millions of units never become millions of futures. The
+workers are counted again every few seconds, so workers that join a batch already running (an
+autoscaled cluster, SLURM jobs leaving the queue) get work too.
 
 Faults, as in the local pool: a worker that dies is replaced by its nanny; the units of the
 chunk it held are retried one at a time on an otherwise idle cluster, and a unit that kills a
@@ -26,6 +28,8 @@ import itertools
 import logging
 import os
 import re
+import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError
@@ -33,14 +37,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from forensics import batch
+from forensics import __version__, batch
 from forensics.archive import DEFAULT_LIMITS, Problem, Unit, archive_units, iter_units
 from forensics.config import Config
 from forensics.errors import ForensicsError
+from forensics.remote import is_url
 
 INSTALL = "pip install 'forensics[dask]'"
 CONNECT_TIMEOUT = "20s"
 CHUNKS_PER_WORKER = 4
+RECOUNT_S = 2.0
+"""Seconds between two counts of the workers while a batch runs (the window grows with them)."""
 MAX_CHUNK = 32
 """Units per task at most: a task costs the scheduler and this process a few milliseconds
 (docs/scaling.md), a unit tens of milliseconds on a worker, so big batches on many workers
@@ -132,6 +139,28 @@ class WorkerSettings:
     cases_dir: str | None
     options: dict[str, Any]
     """``forensics.batch._init_worker``'s: redaction, case-study share, archive limits."""
+    batch_id: str = ""
+    """New for every batch, so a long-lived worker starts each one afresh: its share of case
+    studies full again, its open zip files (which may have changed since) closed."""
+
+
+def check_worker(cases_dir: str | None) -> str:
+    """Run on every worker before a batch: what it runs (``forensics X``), or why it cannot
+    run this batch's tasks (no filesystem for the case studies' URL, OUT not mounted)."""
+    from forensics import __version__
+
+    if cases_dir and is_url(cases_dir):
+        from forensics.destination import OutputUnavailable, filesystem
+
+        try:
+            filesystem(cases_dir)
+        except OutputUnavailable as exc:
+            return f"cannot write case studies to {exc}"
+    elif cases_dir and not os.path.isdir(os.path.dirname(cases_dir)):
+        # The batch made OUT before asking: a worker that does not see it has no shared mount.
+        return (f"cannot see OUT at {os.path.dirname(cases_dir)}: mount it at the same path "
+                "on every worker, or give OUT as a URL")
+    return f"forensics {__version__}"
 
 
 def run_chunk(settings: WorkerSettings, chunk: list[batch.Item],
@@ -175,12 +204,14 @@ class DaskExecutor:
             cases_dir: str | None, options: dict[str, Any], known: dict[str, dict[str, str]],
             take: Callable[[batch.UnitOutcome], None]) -> None:
         distributed = _distributed()
+        if cases_dir and not is_url(cases_dir):
+            cases_dir = os.path.abspath(cases_dir)
+        self._check_workers(cases_dir)  # and counts them: more may have joined since
         size = 4 if total is None else max(1, min(MAX_CHUNK, total // (self.workers * 16)))
-        window = self.workers * CHUNKS_PER_WORKER
+        counted = time.monotonic()
         # A few hundred bytes, sent with every task: scattered data would be lost with the
         # worker holding it, taking the tasks that need it along.
-        settings = WorkerSettings(config, os.path.abspath(cases_dir) if cases_dir else None,
-                                  options)
+        settings = WorkerSettings(config, cases_dir, options, batch_id=uuid.uuid4().hex)
         chunks = _chunks(items, size)
         retry: deque[batch.Item] = deque()
         in_flight: dict[str, tuple[list[batch.Item], bool]] = {}
@@ -204,7 +235,9 @@ class DaskExecutor:
                 if not in_flight:
                     submit([retry.popleft()], True)
             else:
-                while not exhausted and len(in_flight) < window:
+                if time.monotonic() - counted > RECOUNT_S:  # workers join an autoscaled cluster
+                    self.workers, counted = self._count_workers(), time.monotonic()
+                while not exhausted and len(in_flight) < self.workers * CHUNKS_PER_WORKER:
                     chunk = next(chunks, None)
                     if chunk is None:
                         exhausted = True
@@ -222,8 +255,13 @@ class DaskExecutor:
                 else:
                     retry.extend(chunk)
                 continue
-            except (OSError, TimeoutError, distributed.comm.CommClosedError,
-                    CancelledError) as exc:  # a cancelled future: the scheduler is gone
+            except (Exception, CancelledError) as exc:
+                if fut.status == "error":  # the task raised: a worker set up unlike this one
+                    raise batch.ExecutorLost(
+                        f"a Dask worker could not run forensics' task ({type(exc).__name__}: "
+                        f"{_first_line(exc)}); every worker needs forensics {__version__} "
+                        f"({INSTALL}) and the batch's files at the same paths") from None
+                # A cancelled future or a closed connection: the scheduler is gone.
                 raise batch.ExecutorLost(self._gone(exc)) from None
             finally:
                 fut.release()
@@ -231,13 +269,47 @@ class DaskExecutor:
                 take(outcome)
             self._problems.extend(problems)
 
+    def _check_workers(self, cases_dir: str | None) -> None:
+        """Every worker runs this forensics and reaches the case studies' URL: a worker set
+        up otherwise would fail every task or silently write no case study."""
+        distributed = _distributed()
+        try:
+            answers = self.client.run(check_worker, cases_dir)
+        except (OSError, TimeoutError, distributed.comm.CommClosedError) as exc:
+            raise batch.ExecutorLost(self._gone(exc)) from None
+        except Exception as exc:  # the workers could not even unpickle the check
+            raise ClusterUnavailable(f"the Dask workers cannot run forensics "
+                                     f"({_first_line(exc)}): install forensics "
+                                     f"{__version__} with {INSTALL} on every worker") from None
+        self.workers = max(1, len(answers))
+        mine = f"forensics {__version__}"
+        for address, answer in sorted(answers.items()):
+            if answer != mine:
+                why = answer if answer.startswith("cannot") else f"runs {answer}, this " \
+                    f"machine {mine}"
+                raise ClusterUnavailable(f"the Dask worker at {address} {why}")
+
+    def _count_workers(self) -> int:
+        """The workers the scheduler has now; the last count when it cannot tell."""
+        try:
+            try:
+                info = self.client.scheduler_info(n_workers=0)  # totals only: a small answer
+            except TypeError:  # distributed before 2025 has no n_workers
+                info = self.client.scheduler_info()
+        except Exception:  # the scheduler is going: the next submit says so
+            return self.workers
+        return max(1, info.get("n_workers") or len(info.get("workers", ())) or self.workers)
+
     def _gone(self, exc: BaseException) -> str:
         # The client's reconnect loop would log tracebacks while it gives up: the message
         # below says it all.
         _quiet_client()
-        why = "connection lost" if isinstance(exc, CancelledError) else \
-            (str(exc).splitlines() or [type(exc).__name__])[0]
+        why = "connection lost" if isinstance(exc, CancelledError) else _first_line(exc)
         return f"lost the Dask scheduler at {self.address} ({why})"
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 _CLIENT_LOGGERS = ("distributed.client", "distributed.comm", "distributed.core",

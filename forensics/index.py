@@ -106,8 +106,9 @@ def worst_sessions(incidents: pl.DataFrame, sessions: pl.DataFrame,
             .with_columns(pl.col("mistakes").alias("incidents"),
                           pl.col("mistakes_high").alias("high"))
             .drop("mistakes", "mistakes_high")
-            .sort(["high", "incidents", "turns", "session_id"],
-                  descending=[True, True, True, False])
+            # Ties end on the source too: one session id may come from two sources.
+            .sort(["high", "incidents", "turns", "session_id", "origin"],
+                  descending=[True, True, True, False, False])
             .head(limit or WORST))
 
 
@@ -120,7 +121,8 @@ def summarize_tables(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:
     first_case = (incidents.filter(pl.col("case").is_not_null())
                   .group_by("session_id", "origin").agg(pl.col("case").first()))
     worst = worst.join(first_case, on=["session_id", "origin"], how="left")
-    listed = incidents.sort(["severity", "origin", "turn"]).head(MAX_LISTED)
+    # maintain_order: ties keep the table's own order, the same whoever scanned the rows.
+    listed = incidents.sort(["severity", "origin", "turn"], maintain_order=True).head(MAX_LISTED)
     return {
         "by_rule": _by_rule(incidents),
         "by_agent": _group(incidents, sessions, "agent"),

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import zipfile
 from pathlib import Path
 
 import cloudpickle
@@ -24,6 +25,7 @@ from typer.testing import CliRunner
 from forensics.batch import BatchLost, run_batch
 from forensics.cli import app
 from forensics.cluster import ClusterSpec, ClusterUnavailable, dask_executor
+from forensics.destination import OutputUnavailable
 
 # Worker plugins defined here travel by value: the workers cannot import this test module.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -90,6 +92,24 @@ def test_cluster_batch_is_byte_identical_to_the_local_batch(inputs, cluster, loc
     # And a local pool of two processes, whose completion order differs again.
     run_batch(list(inputs.values()), tmp_path / "pool", workers=2, progress=False)
     _same_outputs(local_out, tmp_path / "pool")
+
+
+def test_cluster_batch_to_a_url_is_byte_identical_and_reruns_skip(inputs, cluster,
+                                                                   local_batch, tmp_path):
+    """OUT as a URL: the workers upload the case studies, this process the tables, index and
+    state; a rerun against the URL skips every unchanged source."""
+    local, local_out = local_batch
+    out = tmp_path / "out"
+    summary = run_batch(list(inputs.values()), f"file://{out}", executor=cluster,
+                        progress=False)
+    assert summary.out == f"file://{out}"
+    _same_outputs(local_out, out)
+    again = run_batch(list(inputs.values()), f"file://{out}", executor=cluster, progress=False)
+    assert again.scanned == 0 and again.skipped == local.sources - len(local.errors) - \
+        local.ignored
+    with pytest.raises(OutputUnavailable, match="lives in one process"):
+        run_batch([inputs["zip"]], "memory://forensics-tests/cluster", executor=cluster,
+                  progress=False)
 
 
 def test_options_reach_the_workers(inputs, cluster, local_batch, tmp_path):
@@ -220,6 +240,96 @@ def test_a_dying_worker_is_replaced_and_costs_only_its_own_source(inputs, cluste
     assert summary.sessions == healthy.sessions - 1
     assert summary.sources == healthy.sources
     cluster.client.wait_for_workers(2, timeout=60)  # the nannies replaced the dead workers
+
+
+class SetUpOtherwise(WorkerPlugin):
+    """Every worker reports another forensics version, or fails to set up for a batch."""
+
+    name = "set-up-otherwise"
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def setup(self, worker) -> None:
+        import forensics
+        import forensics.batch as batch
+
+        self.saved = (forensics.__version__, batch._init_worker)
+        if self.what == "version":
+            forensics.__version__ = "0.0.1"
+        else:
+            def broken(*args, **kwargs):
+                raise RuntimeError("no rules here")
+
+            batch._init_worker = broken
+
+    def teardown(self, worker) -> None:
+        import forensics
+        import forensics.batch as batch
+
+        forensics.__version__, batch._init_worker = self.saved
+
+
+def test_workers_of_another_version_are_refused_before_any_task(inputs, cluster, tmp_path):
+    cluster.client.register_plugin(SetUpOtherwise("version"))
+    try:
+        with pytest.raises(ClusterUnavailable) as error:
+            run_batch([inputs["zip"]], tmp_path / "out", executor=cluster, progress=False)
+    finally:
+        cluster.client.unregister_worker_plugin(SetUpOtherwise.name)
+    assert str(error.value).startswith("the Dask worker at tcp://127.0.0.1:")
+    assert str(error.value).endswith(" runs forensics 0.0.1, this machine forensics 0.1.0")
+    assert not (tmp_path / "out" / "state.json").exists()
+
+
+def test_a_task_that_fails_on_its_worker_ends_the_batch_with_one_message(inputs, cluster,
+                                                                        tmp_path):
+    cluster.client.register_plugin(SetUpOtherwise("setup"))
+    try:
+        with pytest.raises(BatchLost) as lost:
+            run_batch([inputs["zip"]], tmp_path / "out", executor=cluster, progress=False)
+    finally:
+        cluster.client.unregister_worker_plugin(SetUpOtherwise.name)
+    assert str(lost.value).startswith(
+        "a Dask worker could not run forensics' task (RuntimeError: no rules here); every "
+        "worker needs forensics 0.1.0 (pip install 'forensics[dask]') and the batch's files "
+        "at the same paths; ")
+    assert (tmp_path / "out" / "state.json").is_file()  # a rerun continues from there
+
+
+def test_a_worker_without_the_case_studies_filesystem_says_so(tmp_path):
+    from forensics.cluster import check_worker
+
+    assert check_worker("nosuchscheme://bucket/out/cases").startswith(
+        "cannot write case studies to nosuchscheme://bucket/out/cases: cannot open its "
+        "filesystem: ")
+    assert check_worker(str(tmp_path / "cases")) == "forensics 0.1.0"
+    assert check_worker("/no/such/shared/out/cases") == (
+        "cannot see OUT at /no/such/shared/out: mount it at the same path on every worker, or "
+        "give OUT as a URL")
+
+
+def test_each_batch_starts_its_workers_afresh(cluster, tmp_path):
+    """A long-lived cluster reruns a batch into the same OUT after its archive was rewritten
+    (other members, in another order): the workers read the new archive, not through the zip
+    directory they kept open from the last batch."""
+    from test_batch import FIXTURES
+
+    files = [*sorted((FIXTURES / "seeds").glob("seed_*.json")),
+             FIXTURES / "resends_after_provider_errors.jsonl"]
+    archive = tmp_path / "logs.zip"
+    for n in range(2):
+        members = [(f"{n}-{k}-{p.name}", p) for k in range(2) for p in files]
+        with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+            for name, p in members[::1 - 2 * n]:
+                zf.write(p, name)
+        remote = run_batch([archive], tmp_path / "cluster", executor=cluster, progress=False)
+        local = run_batch([archive], tmp_path / f"local{n}", workers=1, progress=False)
+        assert remote.errors == [] and remote.sessions == local.sessions == len(members)
+        assert remote.scanned == len(members)
+        for name in ("incidents.parquet", "sessions.parquet"):
+            assert _table(tmp_path / "cluster" / name).equals(
+                _table(tmp_path / f"local{n}" / name)), name
 
 
 def _start_scheduler(tmp_path: Path) -> tuple[subprocess.Popen, subprocess.Popen, str]:
@@ -400,3 +510,30 @@ def test_duckdb_reads_the_partitioned_tables(local_batch, tmp_path):
                 .len().sort("agent", "month", nulls_last=True).rows())
     assert sorted(rows, key=str) == sorted(expected, key=str)
     assert sum(n for _a, _m, n in rows) == tables["incidents"].height
+
+
+def test_workers_that_join_after_the_start_get_work(inputs, cluster, tmp_path, monkeypatch):
+    """The executor was made with 2 workers; a third joins (an autoscaled cluster, a queued
+    SLURM job starting): the window of tasks in flight grows to match, so it is not idle."""
+    from forensics.cluster import CHUNKS_PER_WORKER
+
+    local_cluster = cluster.client.cluster
+    local_cluster.scale(3)
+    try:
+        cluster.client.wait_for_workers(3, timeout=60)
+        counting = CountingClient(cluster.client)
+        monkeypatch.setattr(cluster, "client", counting)
+        summary = run_batch([inputs["folder"]], tmp_path / "out", executor=cluster,
+                            progress=False)
+        assert cluster.workers == 3
+        assert 2 * CHUNKS_PER_WORKER < max(counting.held) <= 3 * CHUNKS_PER_WORKER
+        local = run_batch([inputs["folder"]], tmp_path / "local", workers=1, progress=False)
+        assert (summary.sources, summary.sessions) == (local.sources, local.sessions)
+    finally:
+        monkeypatch.undo()
+        local_cluster.scale(2)
+        deadline = time.monotonic() + 60
+        while len(cluster.client.scheduler_info()["workers"]) != 2:
+            assert time.monotonic() < deadline, "the third worker did not leave"
+            time.sleep(0.1)
+        cluster.workers = 2

@@ -25,7 +25,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("outputs", ("forensics.report", "forensics.batch", "forensics.frame", "forensics.notebook",
                  "forensics.index", "forensics.cases", "forensics.evaluation",
                  "forensics.output", "forensics.inputs", "forensics.baseline",
-                 "forensics.hooks", "forensics.cluster", "forensics.dataset")),
+                 "forensics.hooks", "forensics.cluster", "forensics.dataset",
+                 "forensics.destination")),
     ("cli", ("forensics.cli",)),
 ]
 
