@@ -16,6 +16,7 @@ and conditions are not claims; neither is a bare "done".
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -79,12 +80,12 @@ def unverified_claim(
                and (found := _claims(turn.text, claims, hedge, negation, reported))]
     if not claimed:
         return
-    all_runs = runs(session)
+    all_runs = _Runs(runs(session), editors)
     wanted = {c.kind for _t, found in claimed for c in found}
     relevant = {k: v for k, v in patterns.items() if k in wanted}
     kinds_of = {id(r): (check_kinds(r.command, relevant, "server" if "server" in wanted else None)
                         if r.command else set())
-                for r in all_runs}
+                for r in all_runs.runs}
     for turn, found in claimed:
         verdicts = [v for c in found
                     if (v := _judge(session, turn, c, all_runs, kinds_of, probes, editors,
@@ -92,6 +93,35 @@ def unverified_claim(
                     is not None]
         if verdicts:
             yield min(verdicts, key=lambda f: f.severity != "high")
+
+
+class _Runs:
+    """The session's runs in turn order, with what each one edited worked out once: every
+    claim looks back over them, so a per-claim pass over the whole session would make the
+    rule quadratic in session length."""
+
+    def __init__(self, all_runs: list[Run], editors: frozenset[str]) -> None:
+        self.runs = all_runs
+        self._ordinals = [r.turn.ordinal for r in all_runs]
+        self._files = [edited_files(r.call, editors) for r in all_runs]
+        self._index = {id(r): i for i, r in enumerate(all_runs)}
+        self._edits = [o for o, f in zip(self._ordinals, self._files) if f is not None]
+
+    def before(self, turn: AssistantTurn) -> list[Run]:
+        """The runs of ``turn`` and of the turns before it."""
+        return self.runs[:bisect_right(self._ordinals, turn.ordinal)]
+
+    def position(self, run: Run) -> int:
+        return self._index[id(run)]
+
+    def files(self, run: Run) -> list[str] | None:
+        """``edited_files`` of the run."""
+        return self._files[self._index[id(run)]]
+
+    def last_edit(self, turn: AssistantTurn) -> int:
+        """The ordinal of the last turn up to ``turn`` whose calls edited something (0: none)."""
+        at = bisect_right(self._edits, turn.ordinal)
+        return self._edits[at - 1] if at else 0
 
 
 def _claims(text, claims, hedge, negation, reported) -> list[_Claim]:
@@ -127,13 +157,13 @@ def _original(text: str, lowered: str) -> str:
 def _judge(session, turn, claim, all_runs, kinds_of, probes, editors, delegates, uncovered,
            claims, edit_sensitive, markers) -> Finding | None:
     # a message's own calls count as before its text (opencode keeps both in one message)
-    before = [r for r in all_runs if r.turn.ordinal <= turn.ordinal]
+    before = all_runs.before(turn)
     checks = [r for r in before if claim.kind in kinds_of[id(r)]]
     done = [(r, outcome(r.result)) for r in checks]
     done = [(r, o) for r, o in done if o is not None]
     if _user_reported(session, turn, claim, claims, done):
         return None
-    if _seen_in_output(session, turn, claim, before, editors, markers.get(claim.kind)):
+    if _seen_in_output(session, turn, claim, all_runs, markers.get(claim.kind)):
         return None
     if not done:
         if any(r.call.name.lower() in delegates for r in before):
@@ -147,9 +177,9 @@ def _judge(session, turn, claim, all_runs, kinds_of, probes, editors, delegates,
         return _finding(turn, claim, "high",
                         f"the last {claim.kind} run before the claim {state.why}",
                         [_where(last)], last)
-    edit = _edit_after(before, last, editors, uncovered) if claim.kind in edit_sensitive else None
+    edit = _edit_after(all_runs, before, last, uncovered) if claim.kind in edit_sensitive else None
     if edit is not None:
-        files = edited_files(edit.call, editors) or []
+        files = all_runs.files(edit) or []
         what = f"`{files[0]}`" if files else "a file"
         return _finding(turn, claim, "medium",
                         f"{what} was edited after the last green {claim.kind} run",
@@ -170,14 +200,11 @@ def _user_reported(session, turn, claim, claims, done) -> bool:
     return False
 
 
-def _seen_in_output(session, turn, claim, before: list[Run], editors, marker) -> bool:
+def _seen_in_output(session, turn, claim, all_runs: _Runs, marker) -> bool:
     """A passing tool output since the last edit reports this kind of success in its own words
     (a dev server's "✓ Compiled", a framework's "templates cached successfully"): the claim
     rests on a run this rule's command list does not name."""
-    since = 0
-    for r in before:
-        if edited_files(r.call, editors) is not None:
-            since = max(since, r.turn.ordinal)
+    since = all_runs.last_edit(turn)
     for t in session.turns[since:turn.ordinal - 1]:
         if not isinstance(t, ToolResultTurn) or t.failed:
             continue
@@ -197,14 +224,10 @@ def _probe(run: Run, probes) -> bool:
                                      for p in probes)
 
 
-def _edit_after(before: list[Run], last: Run, editors, uncovered) -> Run | None:
+def _edit_after(all_runs: _Runs, before: list[Run], last: Run, uncovered) -> Run | None:
     found = None
-    for r in before:
-        if r.turn.ordinal < last.turn.ordinal or r is last:
-            continue
-        if r.turn.ordinal == last.turn.ordinal and before.index(r) < before.index(last):
-            continue
-        files = edited_files(r.call, editors)
+    for r in before[all_runs.position(last) + 1:]:  # runs are in turn order
+        files = all_runs.files(r)
         if files is None:
             continue
         state = outcome(r.result)
