@@ -330,9 +330,12 @@ PROGRESS_DELAY = 1.0
 
 
 def read_and_scan(paths: list[str] | None, input_format: str | None, keep, cfg, *,
-                  progress: bool = True):
+                  progress: bool = True, release: bool = False):
     """Every session of the inputs, scanned as it is read, with a progress line on stderr
-    (a terminal, or ``FORENSICS_PROGRESS=1``) once the run lasts; ``(results, read errors)``."""
+    (a terminal, or ``FORENSICS_PROGRESS=1``) once the run lasts; ``(results, read errors)``.
+
+    ``release``: each result keeps only the turns its incidents name
+    (``ScanResult.released``), so memory follows the largest source, not the whole input."""
     from forensics.batch import Progress
     from forensics.engine import scan_session
     from forensics.inputs import read_inputs
@@ -349,7 +352,10 @@ def read_and_scan(paths: list[str] | None, input_format: str | None, keep, cfg, 
         if keep is not None and not keep.keeps(s):
             continue
         with reading(s.source):  # a bug names the file it happened on
-            results.append(scan_session(s, cfg, rules))
+            result = scan_session(s, cfg, rules)
+        del s
+        results.append(result.released() if release else result)
+        del result
         found += len(results[-1].incidents)
         bar.update(len(results), None, len(results), found)
     if bar.width:  # something was drawn: end its line before anything else is printed
@@ -459,7 +465,9 @@ def scan(
             known = load_baseline(baseline)
         except ForensicsError as exc:
             raise fail(str(exc))
-    results, read_errors = read_and_scan(paths, input_format, keep, cfg)
+    case_studies = format in (ScanFormat.markdown, ScanFormat.html)  # they tell every turn
+    results, read_errors = read_and_scan(paths, input_format, keep, cfg,
+                                         release=not case_studies)
     hidden = 0
     if known is not None:
         from forensics.baseline import only_new
@@ -471,7 +479,7 @@ def scan(
                      hidden=hidden,
                      baseline={"file": str(baseline), "hidden": hidden} if known is not None
                      else None)
-    if format in (ScanFormat.markdown, ScanFormat.html):
+    if case_studies:
         text = render_report(results, format.value, redact)
     else:
         text = render(format, results, opts)
@@ -503,7 +511,7 @@ def baseline_command(
 
     cfg = build_config(config, select, ignore)
     keep = build_filter(since, until, project, agent)
-    results, _ = read_and_scan(paths, input_format, keep, cfg)
+    results, _ = read_and_scan(paths, input_format, keep, cfg, release=True)
     try:
         n = write_baseline(results, output)
     except OSError as exc:

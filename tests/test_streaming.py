@@ -1,0 +1,81 @@
+"""Scans stream: a result let go after its session is scanned keeps what the line and document
+formats print, and nothing else, so memory follows the largest source, not the whole input."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+from forensics import cli, inputs
+from forensics.config import Config
+from forensics.engine import KeptTurns, scan_session
+from forensics.ingest import iter_sessions
+from forensics.output import Format, Rendering, render
+
+INGEST = FIXTURES / "ingest"
+SESSIONS = sorted(p for p in INGEST.iterdir()
+                  if p.suffix in (".json", ".jsonl") and ".golden" not in p.name)
+
+
+def _results():
+    cfg = Config()
+    return [scan_session(s, cfg) for f in SESSIONS for s in iter_sessions(f)]
+
+
+def test_a_released_result_keeps_the_count_and_the_turns_incidents_name() -> None:
+    results = _results()
+    flagged = [r for r in results if r.incidents]
+    assert flagged, "the fixtures hold incidents"
+    for r in flagged:
+        slim = r.released()
+        assert isinstance(slim.session.turns, KeptTurns)
+        assert len(slim.session.turns) == len(r.session.turns)
+        assert slim.incidents is r.incidents and slim.crashes is r.crashes
+        assert (slim.session.id, slim.session.source, slim.session.issues, slim.session.notes) \
+            == (r.session.id, r.session.source, r.session.issues, r.session.notes)
+        for i in r.incidents:
+            assert slim.session.turns[i.turn - 1] is r.session.turns[i.turn - 1]
+        kept = {o for i in r.incidents for o in (i.turn, *i.evidence_turns)}
+        dropped = next((o for o in range(1, len(r.session.turns) + 1) if o not in kept), None)
+        if dropped is not None:
+            with pytest.raises(LookupError, match=f"turn {dropped} was released"):
+                slim.session.turns[dropped - 1]
+        with pytest.raises(IndexError):
+            slim.session.turns[len(r.session.turns)]
+        with pytest.raises(TypeError):
+            list(slim.session.turns)
+        assert slim.released() is slim
+
+
+@pytest.mark.parametrize("fmt", [Format.text, Format.json, Format.jsonl, Format.sarif,
+                                 Format.github])
+@pytest.mark.parametrize("verbose", [False, True])
+def test_released_results_print_the_same(fmt: Format, verbose: bool) -> None:
+    results = _results()
+    opts = Rendering(verbose=verbose)
+    assert render(fmt, [r.released() for r in results], opts) == render(fmt, results, opts)
+
+
+def test_scan_lets_every_session_go_once_it_is_scanned(monkeypatch) -> None:
+    seen: list[weakref.ref] = []
+    read = inputs.read_inputs
+
+    def watched(*args, **kwargs):
+        for s in read(*args, **kwargs):
+            seen.append(weakref.ref(s))
+            yield s
+
+    monkeypatch.setattr(inputs, "read_inputs", watched)
+    results, errors = cli.read_and_scan([str(p) for p in SESSIONS], None, None, Config(),
+                                        progress=False, release=True)
+    gc.collect()
+    assert not errors and len(results) == len(seen) >= len(SESSIONS)
+    assert [ref() for ref in seen] == [None] * len(seen)
+    assert all(isinstance(r.session.turns, KeptTurns) for r in results)
+    kept, errors = cli.read_and_scan([str(p) for p in SESSIONS[:1]], None, None, Config(),
+                                     progress=False)
+    assert isinstance(kept[0].session.turns, list)  # case studies tell every turn
