@@ -79,3 +79,18 @@ def test_scan_lets_every_session_go_once_it_is_scanned(monkeypatch) -> None:
     kept, errors = cli.read_and_scan([str(p) for p in SESSIONS[:1]], None, None, Config(),
                                      progress=False)
     assert isinstance(kept[0].session.turns, list)  # case studies tell every turn
+
+
+def test_help_loads_no_model_engine_or_table_library() -> None:
+    """``forensics --help`` starts in a small multiple of a bare interpreter: the typed model
+    (pydantic), the engine, polars and jinja2 load only in the commands that use them."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom typer.testing import CliRunner\nfrom forensics.cli import app\n"
+            "assert CliRunner().invoke(app, ['--help']).exit_code == 0\n"
+            "print(' '.join(m for m in ('pydantic', 'polars', 'jinja2', 'forensics.model',"
+            " 'forensics.engine') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ""
