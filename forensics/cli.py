@@ -184,18 +184,16 @@ def render_report(results, fmt: str, redact: bool) -> str:
 
 
 def write_report_files(results, output: Path, redact: bool) -> list[Path]:
-    """``report``'s folders, without the sessions the renderer crashes on (each tried alone in
-    a temporary folder first)."""
-    import tempfile
-
+    """``report``'s folders, written as the results come, without the sessions the renderer
+    crashes on (each named on stderr)."""
+    from forensics.errors import crash_text
     from forensics.report import write_reports
 
-    def probe(rs):
-        with tempfile.TemporaryDirectory(prefix="forensics-try-") as tmp:
-            write_reports(rs, tmp, redact=redact)
+    def crashed(result, exc: Exception) -> None:
+        typer.echo(f"forensics: {result.session.source}: renderer crashed: "
+                   f"{crash_text(exc)}", err=True)
 
-    return _without_renderer_crashes(
-        results, lambda rs: write_reports(rs, output, redact=redact), probe)
+    return write_reports(results, output, redact=redact, on_crash=crashed)
 
 
 class TurnsFormat(str, Enum):
@@ -336,6 +334,19 @@ def read_and_scan(paths: list[str] | None, input_format: str | None, keep, cfg, 
 
     ``release``: each result keeps only the turns its incidents name
     (``ScanResult.released``), so memory follows the largest source, not the whole input."""
+    results: list = []
+    errors: list = []
+    for result in scan_stream(paths, input_format, keep, cfg, errors, progress=progress):
+        results.append(result.released() if release else result)
+        del result
+    return results, errors
+
+
+def scan_stream(paths: list[str] | None, input_format: str | None, keep, cfg, errors: list, *,
+                progress: bool = True):
+    """``read_and_scan``'s results one at a time, for a caller that lets each go when done
+    with it; read errors go to ``errors``, and nothing read at all ends the command (exit 2)
+    once the stream is exhausted."""
     from forensics.batch import Progress
     from forensics.engine import scan_session
     from forensics.inputs import read_inputs
@@ -346,22 +357,21 @@ def read_and_scan(paths: list[str] | None, input_format: str | None, keep, cfg, 
     bar = Progress(progress and (forced or sys.stderr.isatty()), sources=False)
     if not forced:
         bar.last = bar.start + PROGRESS_DELAY - 0.1  # first line after PROGRESS_DELAY
-    errors: list = []
-    results, found = [], 0
+    count = found = 0
     for s in read_inputs(names, format=input_format, errors=errors):
         if keep is not None and not keep.keeps(s):
             continue
         with reading(s.source):  # a bug names the file it happened on
             result = scan_session(s, cfg, rules)
         del s
-        results.append(result.released() if release else result)
+        count += 1
+        found += len(result.incidents)
+        bar.update(count, None, count, found)
+        yield result
         del result
-        found += len(results[-1].incidents)
-        bar.update(len(results), None, len(results), found)
     if bar.width:  # something was drawn: end its line before anything else is printed
-        bar.update(len(results), None, len(results), found, final=True)
-    _after_reading(len(results), errors, keep)
-    return results, errors
+        bar.update(count, None, count, found, final=True)
+    _after_reading(count, errors, keep)
 
 
 def use_color(output: Path | None) -> bool:
@@ -539,9 +549,16 @@ def report_command(
     """Write a case study per incident (Markdown and HTML), one folder per session."""
     cfg = build_config(config, select, ignore)
     keep = build_filter(since, until, project, agent)
-    results, read_errors = read_and_scan(paths, input_format, keep, cfg)
+    read_errors: list = []
+    results: list = []  # what the summary needs of each session: its turns are let go
+
+    def scanned():
+        for result in scan_stream(paths, input_format, keep, cfg, read_errors):
+            results.append(result.released())
+            yield result
+
     try:
-        written = write_report_files(results, output, redact)
+        written = write_report_files(scanned(), output, redact)
     except OSError as exc:
         raise fail(f"{exc.filename or output}: {exc.strerror or exc}")
     incidents = sum(len(r.incidents) for r in results)

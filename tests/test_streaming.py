@@ -94,3 +94,35 @@ def test_help_loads_no_model_engine_or_table_library() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ""
+
+
+def test_reports_are_written_as_the_results_come(tmp_path: Path) -> None:
+    """``write_reports`` over a stream holds one source's sessions at a time: by the time the
+    next result is asked for, the sessions of earlier sources are gone; the top index still
+    lists them all."""
+    from forensics import report
+
+    cfg = Config()
+    alive: list[weakref.ref] = []
+    held_from_other_sources: list[int] = []
+
+    def stream():
+        for f in SESSIONS:
+            for s in iter_sessions(f):
+                gc.collect()
+                held = [ref() for ref in alive]
+                held_from_other_sources.append(sum(
+                    1 for o in held if o is not None and o.source != s.source))
+                del held
+                alive.append(weakref.ref(s))
+                yield scan_session(s, cfg)
+                del s
+
+    written = report.write_reports(stream(), tmp_path)
+    assert len(alive) > len(SESSIONS) and (tmp_path / "index.md").is_file()
+    # the first two are read ahead (one page, or a top index to link to), then one at a time
+    assert held_from_other_sources[:2] == [0, 1]
+    assert set(held_from_other_sources[2:]) == {0}, held_from_other_sources
+    index = (tmp_path / "index.md").read_text(encoding="utf-8")
+    assert index.count("/index.md)") == len(alive)
+    assert all(p.is_file() for p in written)
