@@ -16,7 +16,7 @@ and conditions are not claims; neither is a bare "done".
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -24,6 +24,7 @@ from forensics.findings import Finding
 from forensics.model import AssistantTurn, EventTurn, Session, ToolResultTurn, UserTurn
 from forensics.rules import rule
 from forensics.rules._facts import (
+    Outcome,
     Run,
     cached_pattern,
     check_kinds,
@@ -80,7 +81,7 @@ def unverified_claim(
                and (found := _claims(turn.text, claims, hedge, negation, reported))]
     if not claimed:
         return
-    all_runs = _Runs(runs(session), editors)
+    all_runs = _Runs(runs(session), editors, delegates)
     wanted = {c.kind for _t, found in claimed for c in found}
     relevant = {k: v for k, v in patterns.items() if k in wanted}
     kinds_of = {id(r): (check_kinds(r.command, relevant, "server" if "server" in wanted else None)
@@ -96,20 +97,58 @@ def unverified_claim(
 
 
 class _Runs:
-    """The session's runs in turn order, with what each one edited worked out once: every
-    claim looks back over them, so a per-claim pass over the whole session would make the
-    rule quadratic in session length."""
+    """The session's runs in turn order, with what each one edited and the finished runs of
+    each kind of check worked out once: every claim looks back over them, so a per-claim pass
+    over the whole session would make the rule quadratic in session length."""
 
-    def __init__(self, all_runs: list[Run], editors: frozenset[str]) -> None:
+    def __init__(self, all_runs: list[Run], editors: frozenset[str],
+                 delegates: frozenset[str]) -> None:
         self.runs = all_runs
         self._ordinals = [r.turn.ordinal for r in all_runs]
         self._files = [edited_files(r.call, editors) for r in all_runs]
         self._index = {id(r): i for i, r in enumerate(all_runs)}
         self._edits = [o for o, f in zip(self._ordinals, self._files) if f is not None]
+        self._first_delegate = next((i for i, r in enumerate(all_runs)
+                                     if r.call.name.lower() in delegates), len(all_runs))
+        self._checks: dict[str, tuple[list[int], list[tuple[Run, Outcome]]]] = {}
+        self._reports: dict[str, list[int]] = {}
 
-    def before(self, turn: AssistantTurn) -> list[Run]:
-        """The runs of ``turn`` and of the turns before it."""
-        return self.runs[:bisect_right(self._ordinals, turn.ordinal)]
+    def count_before(self, turn: AssistantTurn) -> int:
+        """How many runs belong to ``turn`` and the turns before it."""
+        return bisect_right(self._ordinals, turn.ordinal)
+
+    def last_check(self, kind: str, count: int, kinds_of) -> tuple[Run, Outcome] | None:
+        """The last run of this kind of check among the first ``count`` runs that came back,
+        with its outcome."""
+        known = self._checks.get(kind)
+        if known is None:
+            positions: list[int] = []
+            done: list[tuple[Run, Outcome]] = []
+            for i, r in enumerate(self.runs):
+                if kind in kinds_of[id(r)] and (state := outcome(r.result)) is not None:
+                    positions.append(i)
+                    done.append((r, state))
+            known = self._checks[kind] = (positions, done)
+        at = bisect_left(known[0], count)
+        return known[1][at - 1] if at else None
+
+    def user_reports(self, session: Session, kind: str, claims) -> list[int]:
+        """Ordinals of the turns where the user reported this kind of check passing in their
+        own words, or ran something in their own shell (the claim may rest on it)."""
+        known = self._reports.get(kind)
+        if known is None:
+            phrases = claims.get(kind)
+            pattern = cached_pattern(phrases) if phrases else None
+            known = self._reports[kind] = [
+                t.ordinal for t in session.turns
+                if (isinstance(t, UserTurn) and pattern is not None
+                    and pattern.search(t.text.lower()))
+                or (isinstance(t, EventTurn) and t.event == "shell")]
+        return known
+
+    def delegated_before(self, count: int) -> bool:
+        """Did one of the first ``count`` runs hand work to a subagent."""
+        return self._first_delegate < count
 
     def position(self, run: Run) -> int:
         return self._index[id(run)]
@@ -157,16 +196,15 @@ def _original(text: str, lowered: str) -> str:
 def _judge(session, turn, claim, all_runs, kinds_of, probes, editors, delegates, uncovered,
            claims, edit_sensitive, markers) -> Finding | None:
     # a message's own calls count as before its text (opencode keeps both in one message)
-    before = all_runs.before(turn)
-    checks = [r for r in before if claim.kind in kinds_of[id(r)]]
-    done = [(r, outcome(r.result)) for r in checks]
-    done = [(r, o) for r, o in done if o is not None]
-    if _user_reported(session, turn, claim, claims, done):
+    count = all_runs.count_before(turn)
+    latest = all_runs.last_check(claim.kind, count, kinds_of)
+    done = [latest] if latest is not None else []  # the last finished run of the check
+    if _user_reported(session, turn, claim, claims, done, all_runs):
         return None
     if _seen_in_output(session, turn, claim, all_runs, markers.get(claim.kind)):
         return None
     if not done:
-        if any(r.call.name.lower() in delegates for r in before):
+        if all_runs.delegated_before(count):
             return None  # a subagent may have run it; its session is judged on its own
         return _finding(turn, claim, "medium",
                         f"no {claim.kind} check ran before the claim", [], None)
@@ -177,7 +215,7 @@ def _judge(session, turn, claim, all_runs, kinds_of, probes, editors, delegates,
         return _finding(turn, claim, "high",
                         f"the last {claim.kind} run before the claim {state.why}",
                         [_where(last)], last)
-    edit = _edit_after(all_runs, before, last, uncovered) if claim.kind in edit_sensitive else None
+    edit = _edit_after(all_runs, count, last, uncovered) if claim.kind in edit_sensitive else None
     if edit is not None:
         files = all_runs.files(edit) or []
         what = f"`{files[0]}`" if files else "a file"
@@ -187,17 +225,12 @@ def _judge(session, turn, claim, all_runs, kinds_of, probes, editors, delegates,
     return None
 
 
-def _user_reported(session, turn, claim, claims, done) -> bool:
+def _user_reported(session, turn, claim, claims, done, all_runs: _Runs) -> bool:
     """The user said the check passed (after the last run the assistant made)."""
     since = done[-1][0].turn.ordinal if done else 0
-    phrases = claims.get(claim.kind)
-    pattern = cached_pattern(phrases) if phrases else None
-    for t in session.turns[since:turn.ordinal - 1]:
-        if isinstance(t, UserTurn) and pattern is not None and pattern.search(t.text.lower()):
-            return True
-        if isinstance(t, EventTurn) and t.event == "shell":
-            return True  # the user ran something in their own shell: the claim may rest on it
-    return False
+    reports = all_runs.user_reports(session, claim.kind, claims)
+    at = bisect_right(reports, since)  # a report in turns[since:turn.ordinal - 1]
+    return at < len(reports) and reports[at] < turn.ordinal
 
 
 def _seen_in_output(session, turn, claim, all_runs: _Runs, marker) -> bool:
@@ -224,9 +257,9 @@ def _probe(run: Run, probes) -> bool:
                                      for p in probes)
 
 
-def _edit_after(all_runs: _Runs, before: list[Run], last: Run, uncovered) -> Run | None:
+def _edit_after(all_runs: _Runs, count: int, last: Run, uncovered) -> Run | None:
     found = None
-    for r in before[all_runs.position(last) + 1:]:  # runs are in turn order
+    for r in all_runs.runs[all_runs.position(last) + 1:count]:  # runs are in turn order
         files = all_runs.files(r)
         if files is None:
             continue
