@@ -126,3 +126,12 @@ def test_reports_are_written_as_the_results_come(tmp_path: Path) -> None:
     index = (tmp_path / "index.md").read_text(encoding="utf-8")
     assert index.count("/index.md)") == len(alive)
     assert all(p.is_file() for p in written)
+
+
+def test_turns_after_and_before_read_like_the_slices_they_replace() -> None:
+    session = next(iter_sessions(INGEST / "claude_basic.jsonl"))
+    turns = session.turns
+    assert len(turns) > 3
+    for ordinal in range(1, len(turns) + 3):
+        assert list(session.turns_after(ordinal)) == turns[ordinal:]
+        assert list(session.turns_before(ordinal)) == list(reversed(turns[: ordinal - 1]))

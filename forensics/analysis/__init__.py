@@ -104,7 +104,7 @@ class Analysis:
     def rest_of_exchange(self, ordinal: int) -> list[Turn]:
         """Turns after ``ordinal`` up to (not including) the next message the user typed."""
         out: list[Turn] = []
-        for turn in self.session.turns[ordinal:]:
+        for turn in self.session.turns_after(ordinal):
             if isinstance(turn, UserTurn):
                 break
             out.append(turn)
