@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from forensics.config import Config
 from forensics.findings import Finding, Incident, record_digest
+from forensics.ingest._source import fewer_collections
 from forensics.model import Session, Turn
 from forensics.rules import RuleSpec
 
@@ -78,6 +79,14 @@ def scan_session(session: Session, config: Config | None = None,
     """Every incident the selected rules find in ``session``, in turn order."""
     config = config or Config()
     result = ScanResult(session=session)
+    with fewer_collections():
+        _run_rules(session, config, rules, result)
+    result.incidents.sort(key=lambda i: (i.turn, i.code))
+    return result
+
+
+def _run_rules(session: Session, config: Config, rules: Iterable[RuleSpec] | None,
+               result: ScanResult) -> None:
     for spec in rules if rules is not None else config.rules():
         try:
             findings = list(spec.run(session, config.params_for(spec)))
@@ -88,8 +97,6 @@ def scan_session(session: Session, config: Config | None = None,
                                             f"{type(exc).__name__} at {where}"))
             continue
         result.incidents.extend(to_incident(spec, session, f) for f in findings)
-    result.incidents.sort(key=lambda i: (i.turn, i.code))
-    return result
 
 
 def scan_sessions(sessions: Iterable[Session], config: Config | None = None) -> list[ScanResult]:

@@ -135,3 +135,28 @@ def test_turns_after_and_before_read_like_the_slices_they_replace() -> None:
     for ordinal in range(1, len(turns) + 3):
         assert list(session.turns_after(ordinal)) == turns[ordinal:]
         assert list(session.turns_before(ordinal)) == list(reversed(turns[: ordinal - 1]))
+
+
+def test_reading_and_scanning_collect_less_often_and_restore_the_collector(monkeypatch) -> None:
+    """Readers and rules raise the young-generation threshold while they run (the session's
+    objects all live as long as it does) and put the caller's thresholds back after."""
+    from forensics.ingest._source import FEWER_COLLECTIONS_EVERY
+
+    real = gc.set_threshold
+    calls: list[tuple[int, ...]] = []
+
+    def recording(*thresholds: int) -> None:
+        calls.append(thresholds)
+        real(*thresholds)
+
+    before = gc.get_threshold()
+    real(321, 9, 8)
+    monkeypatch.setattr(gc, "set_threshold", recording)
+    try:
+        session = next(iter_sessions(INGEST / "claude_basic.jsonl"))
+        assert calls == [(FEWER_COLLECTIONS_EVERY, 9, 8), (321, 9, 8)]
+        scan_session(session)
+        assert calls[2:] == [(FEWER_COLLECTIONS_EVERY, 9, 8), (321, 9, 8)]
+        assert gc.get_threshold() == (321, 9, 8)
+    finally:
+        real(*before)
