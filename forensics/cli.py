@@ -342,21 +342,33 @@ def read_and_scan(paths: list[str] | None, input_format: str | None, keep, cfg, 
     return results, errors
 
 
+class _Quiet:
+    """The progress line when none is drawn."""
+
+    width = 0
+
+    def update(self, *args, **kwargs) -> None:
+        pass
+
+
 def scan_stream(paths: list[str] | None, input_format: str | None, keep, cfg, errors: list, *,
                 progress: bool = True):
     """``read_and_scan``'s results one at a time, for a caller that lets each go when done
     with it; read errors go to ``errors``, and nothing read at all ends the command (exit 2)
     once the stream is exhausted."""
-    from forensics.batch import Progress
     from forensics.engine import scan_session
     from forensics.inputs import read_inputs
 
     names = resolve_paths(paths)
     rules = cfg.rules()
     forced = os.environ.get("FORENSICS_PROGRESS") == "1"
-    bar = Progress(progress and (forced or sys.stderr.isatty()), sources=False)
-    if not forced:
-        bar.last = bar.start + PROGRESS_DELAY - 0.1  # first line after PROGRESS_DELAY
+    bar = _Quiet()
+    if progress and (forced or sys.stderr.isatty()):  # batch (and polars) load only then
+        from forensics.batch import Progress
+
+        bar = Progress(True, sources=False)
+        if not forced:
+            bar.last = bar.start + PROGRESS_DELAY - 0.1  # first line after PROGRESS_DELAY
     count = found = 0
     for s in read_inputs(names, format=input_format, errors=errors):
         if keep is not None and not keep.keeps(s):
