@@ -111,7 +111,7 @@ class _Runs:
         self._first_delegate = next((i for i, r in enumerate(all_runs)
                                      if r.call.name.lower() in delegates), len(all_runs))
         self._checks: dict[str, tuple[list[int], list[tuple[Run, Outcome]]]] = {}
-        self._reports: dict[str, list[int]] = {}
+        self._reports: dict[str, dict[int, bool]] = {}
 
     def count_before(self, turn: AssistantTurn) -> int:
         """How many runs belong to ``turn`` and the turns before it."""
@@ -132,19 +132,26 @@ class _Runs:
         at = bisect_left(known[0], count)
         return known[1][at - 1] if at else None
 
-    def user_reports(self, session: Session, kind: str, claims) -> list[int]:
-        """Ordinals of the turns where the user reported this kind of check passing in their
-        own words, or ran something in their own shell (the claim may rest on it)."""
-        known = self._reports.get(kind)
-        if known is None:
-            phrases = claims.get(kind)
-            pattern = cached_pattern(phrases) if phrases else None
-            known = self._reports[kind] = [
-                t.ordinal for t in session.turns
-                if (isinstance(t, UserTurn) and pattern is not None
-                    and pattern.search(t.text.lower()))
-                or (isinstance(t, EventTurn) and t.event == "shell")]
-        return known
+    def user_reported(self, session: Session, kind: str, claims, since: int,
+                      until: int) -> bool:
+        """Did the user, in ``turns[since:until]``, report this kind of check passing in their
+        own words, or run something in their own shell (the claim may rest on it)? Each turn
+        is judged once per kind, however many claims look back over it."""
+        judged = self._reports.setdefault(kind, {})
+        pattern = None
+        for i in range(since, min(until, len(session.turns))):
+            hit = judged.get(i)
+            if hit is None:
+                t = session.turns[i]
+                if isinstance(t, UserTurn) and pattern is None:
+                    phrases = claims.get(kind)
+                    pattern = (cached_pattern(phrases) if phrases else None) or False
+                hit = judged[i] = bool(
+                    (isinstance(t, UserTurn) and pattern and pattern.search(t.text.lower()))
+                    or (isinstance(t, EventTurn) and t.event == "shell"))
+            if hit:
+                return True
+        return False
 
     def delegated_before(self, count: int) -> bool:
         """Did one of the first ``count`` runs hand work to a subagent."""
@@ -228,9 +235,7 @@ def _judge(session, turn, claim, all_runs, kinds_of, probes, editors, delegates,
 def _user_reported(session, turn, claim, claims, done, all_runs: _Runs) -> bool:
     """The user said the check passed (after the last run the assistant made)."""
     since = done[-1][0].turn.ordinal if done else 0
-    reports = all_runs.user_reports(session, claim.kind, claims)
-    at = bisect_right(reports, since)  # a report in turns[since:turn.ordinal - 1]
-    return at < len(reports) and reports[at] < turn.ordinal
+    return all_runs.user_reported(session, claim.kind, claims, since, turn.ordinal - 1)
 
 
 def _seen_in_output(session, turn, claim, all_runs: _Runs, marker) -> bool:
