@@ -44,6 +44,8 @@ from pathlib import Path
 import orjson
 
 FORMATS = ("opencode-export", "claude-code", "codex")
+CALL_RULES = frozenset({"duplicate-launch", "ignored-tool-error"})
+"""Rules whose findings anchor on the record of the call (docs/rules.md), not the message."""
 
 # --- Corpus statistics -------------------------------------------------------------------------
 # Measured once with `python bench/corpus_stats.py /work/shared/corpus` (43 real sessions, 62 MB:
@@ -198,6 +200,7 @@ class Planner:
     def __init__(self, fmt: str, rng: random.Random, blobs: Blobs) -> None:
         self.fmt, self.rng, self.blobs = fmt, rng, blobs
         self.ports = rng.sample(range(8100, 8999), 64)
+        self.next_port = 10_000  # each duplicate launch has a port of its own
         # Prompts are consecutive slices of the blob: two random slices of long prompts could
         # overlap and make a real near-duplicate that the re-send rule rightly flags.
         self.cursor = rng.randrange(len(blobs.text))
@@ -298,6 +301,9 @@ class Planner:
         ]
 
     def plant_duplicate(self) -> list[Exchange]:
+        if not self.ports:  # past 64 plant sets (64k turns): fresh ports, no draw from rng
+            self.ports = list(range(self.next_port + 63, self.next_port - 1, -1))
+            self.next_port += 64
         port = self.ports.pop()
         cmd = f"nohup uvicorn app.main:app --port {port} > /tmp/api-{port}.log 2>&1 &"
         health = f"curl -s http://localhost:{port}/health"
@@ -589,6 +595,10 @@ class ClaudeWriter:
                  "cache_creation": {"ephemeral_5m_input_tokens": 900,
                                     "ephemeral_1h_input_tokens": 0},
                  "output_tokens": 20 + len(r.text) // 4, "service_tier": "standard"}
+        # The mark goes on the line a finding anchors on: the first tool_use line for a rule
+        # about a call (docs/rules.md), else the first line of the message.
+        marked = next((i for i, b in enumerate(blocks) if b["type"] == "tool_use"), 0) \
+            if r.mark in CALL_RULES else 0
         for i, b in enumerate(blocks):
             last = i == len(blocks) - 1
             stop = ("tool_use" if r.calls else "end_turn") if last else None
@@ -596,8 +606,7 @@ class ClaudeWriter:
                 "model": "claude-sonnet-4-5-20250929", "id": mid, "type": "message",
                 "role": "assistant", "content": [b], "stop_reason": stop,
                 "stop_sequence": None, "usage": usage}})
-            # The mark goes on the first line of the message (the one a reader anchors on).
-            plants.anchor(u, r.mark if i == 0 else None)
+            plants.anchor(u, r.mark if i == marked else None)
         for c, cid in zip(r.calls, ids):
             self.progress(c, cid, line)
             failed = c.exit != 0
@@ -716,8 +725,13 @@ class CodexWriter:
 
     def reply(self, r: Reply, line) -> None:
         rng = self.rng
-        # The mark goes on the reply's first line, where a reader anchors the assistant turn.
+        # The mark goes on the reply's first line, where a reader anchors the assistant turn,
+        # or on its first call's line for a rule about a call (docs/rules.md).
         pending = [r.mark if r.mark != "empty-response" else None]
+        if r.mark in CALL_RULES and r.calls:
+            call_mark, pending[0] = pending[0], None
+        else:
+            call_mark = None
 
         def mark() -> str | None:
             m, pending[0] = pending[0], None
@@ -734,7 +748,8 @@ class CodexWriter:
             line("event_msg", {"type": "agent_message", "message": r.text})
         for c in r.calls:
             cid = "call_" + "".join(rng.choices(_B62, k=24))
-            self.call(c, cid, line, mark())
+            self.call(c, cid, line, call_mark or mark())
+            call_mark = None
         if r.text or r.calls:
             line("event_msg", {"type": "token_count", "info": {
                 "total_token_usage": {"input_tokens": 9120, "cached_input_tokens": 7936,

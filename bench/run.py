@@ -3,6 +3,7 @@
     python bench/run.py --quick   # ~1 minute: 1,000-turn sessions, 60- and 180-session archives
     python bench/run.py           # ~7 minutes: 10,000-turn sessions, 1,000-session, 1.1 GB archives
     python bench/run.py --json out.json  # also write every number
+    python bench/run.py --linear         # one session per format at 10k and 100k turns
 
 Data is generated (seeded) under ``bench/data/`` on first use and reused while the parameters
 match. Every stage runs in a fresh process (``bench/stages.py``; batch through the CLI) so
@@ -48,6 +49,10 @@ PLANS = {
         "archive-1g": (334, 150, 1100, "archive"),
     },
 }
+LINEAR_TURNS = (10_000, 100_000)
+"""Session lengths of ``--linear``: one session per format at each (``--linear
+10000,100000,300000`` for more: an opencode export of 300k turns needs about 4 GB to parse, and
+1M records about 10 GB to generate and an hour to scan on the shared two-core machine)."""
 SEED = 20261130
 BATCH_REPEAT = 2
 """Batch runs are the noisiest (two cores shared with whatever else runs): best of this many."""
@@ -158,6 +163,35 @@ def run_batch(path: Path, workers: int, tmp: Path) -> dict:
     return r
 
 
+def run_scan_cli(path: Path, tmp: Path) -> dict:
+    """``forensics scan DIR --format json`` through the CLI: its peak memory must follow the
+    largest session (the same in both archive sizes), not the archive."""
+    out = tmp / "scan.json"
+    r = timed_command([*forensics_exe(), "scan", str(path), "--format", "json", "-o", str(out)])
+    out.unlink(missing_ok=True)
+    if r["rc"] not in (0, 1):
+        last = (r["stderr"].strip().splitlines() or ["no output"])[-1]
+        return {"error": f"exit {r['rc']}: {last}"}
+    return r
+
+
+def run_batch_rerun(path: Path, tmp: Path) -> dict:
+    """A second ``batch -w1`` into the same folder with the sources unchanged: what it costs
+    to find there is nothing new."""
+    out = tmp / "batch-rerun"
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [*forensics_exe(), "batch", str(path), "-o", str(out), "--workers", "1"]
+    first = timed_command(cmd)
+    if first["rc"] not in (0, 1):
+        return {"error": f"exit {first['rc']}: first run"}
+    again = timed_command(cmd)
+    shutil.rmtree(out, ignore_errors=True)
+    if again["rc"] not in (0, 1):
+        last = (again["stderr"].strip().splitlines() or ["no output"])[-1]
+        return {"error": f"exit {again['rc']}: {last}"}
+    return again
+
+
 def startup(small: str) -> dict:
     def best(cmd):
         walls = []
@@ -249,6 +283,7 @@ def row(dataset: str, stage: str, r: dict, nbytes: int, turns: int, floor_s: flo
 
 
 def measure(plan: dict, root: Path, repeat: int, workers: int) -> dict:
+    linear = all(role == "linear" for *_x, role in plan.values())
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="run-", dir=root))
     rows: list[dict] = []
@@ -257,10 +292,14 @@ def measure(plan: dict, root: Path, repeat: int, workers: int) -> dict:
     no_batch = batch_available()
     data: dict[str, dict] = {}
     per_rule: dict[str, dict[str, float]] = {}
+    sizes: dict[str, dict] = {}
     try:
         for name, (sessions, turns, target_mb, role) in plan.items():
             data[name] = m = dataset(root, name, sessions, turns, target_mb)
             base = root / name
+            quick_long = role == "linear"  # floor, ingest and scan only, once
+            if quick_long:
+                role = "long"
             groups = ([(f"{name}/{fmt}", [f for f in m["files"] if f["format"] == fmt])
                        for fmt in FORMATS] if role == "long" else [(name, m["files"])])
             all_incidents: list[dict] = []
@@ -269,11 +308,13 @@ def measure(plan: dict, root: Path, repeat: int, workers: int) -> dict:
                 paths = [str(base / f["file"]) for f in files]
                 nbytes = sum(f["bytes"] for f in files)
                 nturns = sum(f["turns"] for f in files)
-                reps = repeat if role == "long" else 1
+                sizes[label] = {"bytes": nbytes, "files": len(files)}
+                reps = repeat if role == "long" and not quick_long else 1
                 print(f"measuring {label} ({len(files)} files, {nbytes / 1e6:.0f} MB)",
                       file=sys.stderr, flush=True)
                 # The floor is every ratio's denominator and cheap: always the best of three.
-                floor = best_of(max(reps, 3), lambda: run_stage("floor", paths, tmp))
+                floor = best_of(3 if not quick_long else 1,
+                                lambda: run_stage("floor", paths, tmp))
                 floor_s = floor.get("wall_s")
                 ingest = best_of(reps, lambda: run_stage("ingest", paths, tmp))
                 # turns/s counts the turns the readers produce, the same number for every stage
@@ -288,24 +329,31 @@ def measure(plan: dict, root: Path, repeat: int, workers: int) -> dict:
                     with open(inc, "rb") as fh:
                         all_incidents.extend(orjson.loads(line) for line in fh)
                     inc.unlink()
-                if role == "long":
+                if role == "long" and not quick_long:
                     rows.append(row(label, "report", best_of(reps, lambda: run_stage(
                         "report", paths, tmp)), nbytes, nturns, floor_s))
                     split = run_stage("rules", paths, tmp)
                     if "rules_s" in split:
                         per_rule[label] = split["rules_s"]
-                else:
+                elif role == "archive":
+                    rows.append(row(label, "scan CLI", run_scan_cli(base, tmp), nbytes, nturns,
+                                    floor_s))
+                    rows.append(row(label, "read_incidents", run_stage("notebook", paths, tmp),
+                                    nbytes, nturns, floor_s))
                     for w in (1, workers):
                         r = {"skipped": no_batch} if no_batch else best_of(
                             BATCH_REPEAT, lambda: run_batch(base, w, tmp))
                         rows.append(row(label, f"batch -w{w}", r, nbytes, nturns, floor_s))
+                    if not no_batch:
+                        rows.append(row(label, "batch rerun -w1", run_batch_rerun(base, tmp),
+                                        nbytes, nturns, floor_s))
             if rules and scanned:
                 checks[name] = check_planted(m, all_incidents, rules)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return {"machine": machine(), "rows": rows, "planted": checks, "rules": rules,
-            "per_rule_s": per_rule,
-            "startup": startup_small(root), "datasets": {
+            "per_rule_s": per_rule, "files": sizes,
+            "startup": startup_small(root) if not linear else {}, "datasets": {
                 k: {"sessions": v["sessions"], "bytes": v["bytes"], "turns": v["turns"],
                     "largest_bytes": max(f["bytes"] for f in v["files"])}
                 for k, v in data.items()}}
@@ -315,6 +363,126 @@ def startup_small(root: Path) -> dict:
     m = dataset(root, "small", 1, 60, 0)
     f = next(x for x in m["files"] if x["format"] == "claude-code")
     return startup(str(root / "small" / f["file"])) | {"small_file_bytes": f["bytes"]}
+
+
+# --- the issue's targets ------------------------------------------------------------------------
+
+def _verdict(value: float | None, limit: float) -> str:
+    if value is None:
+        return "n/a"
+    return "PASS" if value <= limit else f"MISS by {value / limit:.2f}x"
+
+
+def targets(result: dict) -> list[dict]:
+    """Every target of the issue with what was measured, its ratio, the limit and the verdict.
+
+    Ratios are taken in CPU seconds, which other jobs on a shared machine do not inflate; the
+    wall-time ratio is shown beside them."""
+    rows = {(r["dataset"], r["stage"]): r for r in result["rows"] if "wall_s" in r}
+    out: list[dict] = []
+
+    def add(target: str, measured: str, ratio: float | None, limit: float,
+            wall: float | None = None) -> None:
+        out.append({"target": target, "measured": measured, "ratio": ratio, "limit": limit,
+                    "wall_ratio": wall, "verdict": _verdict(ratio, limit)})
+
+    def cpu(r: dict) -> float:
+        return r.get("cpu_s") or r["wall_s"]
+
+    groups = sorted({d for d, st in rows if st == "floor"})
+    for g in groups:
+        floor, ingest, scan = (rows.get((g, st)) for st in ("floor", "ingest", "scan"))
+        if not floor:
+            continue
+        f_cpu, f_wall = cpu(floor), floor["wall_s"]
+        if ingest:
+            add(f"{g}: ingest <= 2x floor", f"{cpu(ingest):.2f} / {f_cpu:.2f} CPU s",
+                cpu(ingest) / f_cpu, 2.0, ingest["wall_s"] / f_wall)
+        if ingest and scan:
+            add(f"{g}: all rules <= 1x floor", f"{cpu(scan) - cpu(ingest):.2f} CPU s of rules",
+                (cpu(scan) - cpu(ingest)) / f_cpu, 1.0,
+                (scan["wall_s"] - ingest["wall_s"]) / f_wall)
+        if scan:
+            add(f"{g}: full scan <= 3x floor", f"{cpu(scan):.2f} / {f_cpu:.2f} CPU s",
+                cpu(scan) / f_cpu, 3.0, scan["wall_s"] / f_wall)
+    # linear cost: the same format at several session lengths
+    lengths: dict[str, list[tuple[int, dict, dict]]] = defaultdict(list)
+    files = result.get("files", {})
+    for g in groups:
+        if "/" not in g or (g, "scan") not in rows:
+            continue
+        name, fmt = g.split("/", 1)
+        turns = rows[(g, "scan")]["raw"].get("turns") or 0
+        lengths[fmt].append((turns, rows[(g, "scan")], files.get(g, {})))
+    for fmt, runs in lengths.items():
+        runs.sort(key=lambda t: t[0])
+        if len(runs) < 2 or not runs[0][0]:
+            continue
+        (n0, r0, _), (n1, r1, f1) = runs[0], runs[-1]
+        per0, per1 = cpu(r0) / n0 * 1e6, cpu(r1) / n1 * 1e6
+        add(f"{fmt}: scan cost linear in session length",
+            f"{per0:.0f} µs/turn at {n0:,} turns, {per1:.0f} at {n1:,}", per1 / per0, 1.25)
+        if f1.get("bytes"):
+            mb = f1["bytes"] / 1e6
+            add(f"{fmt}: peak memory a small fraction of the file ({n1:,} turns)",
+                f"{r1['peak_rss_mb']:.0f} MB for {mb:.0f} MB", r1["peak_rss_mb"] / mb, 0.5)
+    archives = [d for d in result["datasets"] if (d, "scan CLI") in rows]
+    if len(archives) >= 2:
+        small, large = sorted(archives, key=lambda d: result["datasets"][d]["bytes"])[:2]
+        for st in ("scan CLI", "read_incidents", "scan"):
+            a, b = rows.get((small, st)), rows.get((large, st))
+            if a and b and a.get("peak_rss_mb") and b.get("peak_rss_mb"):
+                add(f"{st}: peak memory bounded by the largest session ({small} -> {large})",
+                    f"{a['peak_rss_mb']:.0f} -> {b['peak_rss_mb']:.0f} MB",
+                    b["peak_rss_mb"] / a["peak_rss_mb"], 1.15)
+    for d in archives:
+        b1 = rows.get((d, "batch -w1"))
+        bn = next((r for (dd, st), r in rows.items() if dd == d and st.startswith("batch -w")
+                   and st not in ("batch -w1",)), None)
+        sc = rows.get((d, "scan CLI"))
+        again = rows.get((d, "batch rerun -w1"))
+        if b1 and bn:
+            add(f"{d}: {bn['stage']} <= 0.6x batch -w1 (wall)",
+                f"{bn['wall_s']:.1f} / {b1['wall_s']:.1f} s", bn["wall_s"] / b1["wall_s"], 0.6)
+        if b1 and sc:
+            add(f"{d}: batch -w1 <= 1.3x scan", f"{cpu(b1):.1f} / {cpu(sc):.1f} CPU s",
+                cpu(b1) / cpu(sc), 1.3, b1["wall_s"] / sc["wall_s"])
+        if b1 and again:
+            add(f"{d}: rerun over unchanged sources < 5% of a full run",
+                f"{cpu(again):.2f} / {cpu(b1):.1f} CPU s", cpu(again) / cpu(b1), 0.05,
+                again["wall_s"] / b1["wall_s"])
+    s = result.get("startup") or {}
+    if s.get("python_s"):
+        add("forensics --help <= 8x python -c pass", f"{s['help_s']:.3f} / {s['python_s']:.3f} s",
+            s["help_s"] / s["python_s"], 8.0)
+        add("scan of a small session <= 12x python -c pass",
+            f"{s['scan_small_s']:.3f} / {s['python_s']:.3f} s", s["scan_small_s"] / s["python_s"],
+            12.0)
+    for name, check in result.get("planted", {}).items():
+        planted = sum(c["planted"] for c in check.values())
+        exact = sum(c["exact"] for c in check.values())
+        found = sum(c["found"] for c in check.values())
+        extra = sum(c["extra"] for c in check.values())
+        rules = [r for r, c in check.items() if c["planted"]]
+        ok = found == planted and exact == planted and extra == 0
+        out.append({"target": f"{name}: planted incidents found, exact anchors, no extras",
+                    "measured": f"{found}/{planted} found, {exact} exact, {extra} extra "
+                                f"({len(rules)} rules planted)",
+                    "ratio": None, "limit": None, "wall_ratio": None,
+                    "verdict": "PASS" if ok else "MISS"})
+    return out
+
+
+def targets_table(items: list[dict]) -> str:
+    lines = ["| target | measured | ratio (CPU) | wall ratio | limit | verdict |",
+             "|---|---|---:|---:|---:|---|"]
+    for t in items:
+        ratio = f"{t['ratio']:.2f}" if t["ratio"] is not None else "–"
+        wall = f"{t['wall_ratio']:.2f}" if t.get("wall_ratio") is not None else "–"
+        limit = f"{t['limit']:g}" if t["limit"] is not None else "–"
+        lines.append(f"| {t['target']} | {t['measured']} | {ratio} | {wall} | {limit} | "
+                     f"{t['verdict']} |")
+    return "\n".join(lines)
 
 
 # --- output ------------------------------------------------------------------------------------
@@ -351,9 +519,10 @@ def summary(result: dict) -> str:
     out.append(f"machine: {mc['cpu']}, {mc['cores']} cores, Python {mc['python']}, orjson "
                f"{mc['orjson']}, commit {mc['commit']}, load average "
                f"{mc.get('load_avg_1m_before', '?')} before / {mc['load_avg_1m']} after")
-    out.append(f"startup (best of 5): forensics --help {s['help_s']:.3f} s; forensics scan "
-               f"<{s['small_file_bytes'] // 1000} KB session> {s['scan_small_s']:.3f} s; "
-               f"bare python {s['python_s']:.3f} s")
+    if s:
+        out.append(f"startup (best of 5): forensics --help {s['help_s']:.3f} s; forensics scan "
+                   f"<{s['small_file_bytes'] // 1000} KB session> {s['scan_small_s']:.3f} s; "
+                   f"bare python {s['python_s']:.3f} s")
     rows = {(r["dataset"], r["stage"]): r for r in result["rows"] if "wall_s" in r}
     for name in ds:
         b1, bn = rows.get((name, "batch -w1")), None
@@ -364,6 +533,9 @@ def summary(result: dict) -> str:
             out.append(f"batch speed-up on {name}: {b1['wall_s'] / bn['wall_s']:.2f}x "
                        f"({bn['stage'].split()[-1]}), peak RSS {b1['peak_rss_mb']:.0f} / "
                        f"{bn['peak_rss_mb']:.0f} MB per process")
+    out.append("")
+    out.append("targets (issue 17):")
+    out.append(targets_table(result.get("targets") or targets(result)))
     out.append("")
     if not result["rules"]:
         out.append("planted-incident check: rules not available yet")
@@ -392,12 +564,20 @@ def main(argv: list[str] | None = None) -> None:
                     help="best of N for the long-session stages (archives run once)")
     ap.add_argument("--workers", type=int, default=max(2, os.cpu_count() or 2))
     ap.add_argument("--json", type=Path, help="also write every number to this file")
+    ap.add_argument("--linear", nargs="?", const=",".join(map(str, LINEAR_TURNS)),
+                    metavar="TURNS,...", help="instead: one session per format at each length "
+                    f"(default {','.join(map(str, LINEAR_TURNS))}), floor, ingest and scan: "
+                    "is the cost linear in session length")
     ap.add_argument("--timeout", type=float, help="seconds before a stage is killed "
                     "(default 120 with --quick, else 600)")
     args = ap.parse_args(argv)
     global TIMEOUT
     TIMEOUT = args.timeout or (120.0 if args.quick else 600.0)
     plan = PLANS["quick" if args.quick else "full"]
+    if args.linear:
+        plan = {f"long-{n // 1000}k": (1, n, 0, "linear")
+                for n in (int(x) for x in args.linear.split(","))}
+        TIMEOUT = args.timeout or 3600.0
     load_before = os.getloadavg()[0]
     start = machine()
     result = measure(plan, args.data, args.repeat, args.workers)
@@ -408,7 +588,8 @@ def main(argv: list[str] | None = None) -> None:
         end = result["machine"]["commit"]
         result["machine"]["commit"] = f"{start['commit']} (at the end: {end})"
 
-    result["plan"] = "quick" if args.quick else "full"
+    result["plan"] = "linear" if args.linear else "quick" if args.quick else "full"
+    result["targets"] = targets(result)
     print(summary(result))
     if args.json:
         args.json.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))

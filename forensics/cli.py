@@ -184,18 +184,16 @@ def render_report(results, fmt: str, redact: bool) -> str:
 
 
 def write_report_files(results, output: Path, redact: bool) -> list[Path]:
-    """``report``'s folders, without the sessions the renderer crashes on (each tried alone in
-    a temporary folder first)."""
-    import tempfile
-
+    """``report``'s folders, written as the results come, without the sessions the renderer
+    crashes on (each named on stderr)."""
+    from forensics.errors import crash_text
     from forensics.report import write_reports
 
-    def probe(rs):
-        with tempfile.TemporaryDirectory(prefix="forensics-try-") as tmp:
-            write_reports(rs, tmp, redact=redact)
+    def crashed(result, exc: Exception) -> None:
+        typer.echo(f"forensics: {result.session.source}: renderer crashed: "
+                   f"{crash_text(exc)}", err=True)
 
-    return _without_renderer_crashes(
-        results, lambda rs: write_reports(rs, output, redact=redact), probe)
+    return write_reports(results, output, redact=redact, on_crash=crashed)
 
 
 class TurnsFormat(str, Enum):
@@ -330,32 +328,62 @@ PROGRESS_DELAY = 1.0
 
 
 def read_and_scan(paths: list[str] | None, input_format: str | None, keep, cfg, *,
-                  progress: bool = True):
+                  progress: bool = True, release: bool = False):
     """Every session of the inputs, scanned as it is read, with a progress line on stderr
-    (a terminal, or ``FORENSICS_PROGRESS=1``) once the run lasts; ``(results, read errors)``."""
-    from forensics.batch import Progress
+    (a terminal, or ``FORENSICS_PROGRESS=1``) once the run lasts; ``(results, read errors)``.
+
+    ``release``: each result keeps only the turns its incidents name
+    (``ScanResult.released``), so memory follows the largest source, not the whole input."""
+    results: list = []
+    errors: list = []
+    for result in scan_stream(paths, input_format, keep, cfg, errors, progress=progress):
+        results.append(result.released() if release else result)
+        del result
+    return results, errors
+
+
+class _Quiet:
+    """The progress line when none is drawn."""
+
+    width = 0
+
+    def update(self, *args, **kwargs) -> None:
+        pass
+
+
+def scan_stream(paths: list[str] | None, input_format: str | None, keep, cfg, errors: list, *,
+                progress: bool = True):
+    """``read_and_scan``'s results one at a time, for a caller that lets each go when done
+    with it; read errors go to ``errors``, and nothing read at all ends the command (exit 2)
+    once the stream is exhausted."""
     from forensics.engine import scan_session
     from forensics.inputs import read_inputs
 
     names = resolve_paths(paths)
     rules = cfg.rules()
     forced = os.environ.get("FORENSICS_PROGRESS") == "1"
-    bar = Progress(progress and (forced or sys.stderr.isatty()), sources=False)
-    if not forced:
-        bar.last = bar.start + PROGRESS_DELAY - 0.1  # first line after PROGRESS_DELAY
-    errors: list = []
-    results, found = [], 0
+    bar = _Quiet()
+    if progress and (forced or sys.stderr.isatty()):  # batch (and polars) load only then
+        from forensics.batch import Progress
+
+        bar = Progress(True, sources=False)
+        if not forced:
+            bar.last = bar.start + PROGRESS_DELAY - 0.1  # first line after PROGRESS_DELAY
+    count = found = 0
     for s in read_inputs(names, format=input_format, errors=errors):
         if keep is not None and not keep.keeps(s):
             continue
         with reading(s.source):  # a bug names the file it happened on
-            results.append(scan_session(s, cfg, rules))
-        found += len(results[-1].incidents)
-        bar.update(len(results), None, len(results), found)
+            result = scan_session(s, cfg, rules)
+        del s
+        count += 1
+        found += len(result.incidents)
+        bar.update(count, None, count, found)
+        yield result
+        del result
     if bar.width:  # something was drawn: end its line before anything else is printed
-        bar.update(len(results), None, len(results), found, final=True)
-    _after_reading(len(results), errors, keep)
-    return results, errors
+        bar.update(count, None, count, found, final=True)
+    _after_reading(count, errors, keep)
 
 
 def use_color(output: Path | None) -> bool:
@@ -459,7 +487,9 @@ def scan(
             known = load_baseline(baseline)
         except ForensicsError as exc:
             raise fail(str(exc))
-    results, read_errors = read_and_scan(paths, input_format, keep, cfg)
+    case_studies = format in (ScanFormat.markdown, ScanFormat.html)  # they tell every turn
+    results, read_errors = read_and_scan(paths, input_format, keep, cfg,
+                                         release=not case_studies)
     hidden = 0
     if known is not None:
         from forensics.baseline import only_new
@@ -471,7 +501,7 @@ def scan(
                      hidden=hidden,
                      baseline={"file": str(baseline), "hidden": hidden} if known is not None
                      else None)
-    if format in (ScanFormat.markdown, ScanFormat.html):
+    if case_studies:
         text = render_report(results, format.value, redact)
     else:
         text = render(format, results, opts)
@@ -503,7 +533,7 @@ def baseline_command(
 
     cfg = build_config(config, select, ignore)
     keep = build_filter(since, until, project, agent)
-    results, _ = read_and_scan(paths, input_format, keep, cfg)
+    results, _ = read_and_scan(paths, input_format, keep, cfg, release=True)
     try:
         n = write_baseline(results, output)
     except OSError as exc:
@@ -531,9 +561,16 @@ def report_command(
     """Write a case study per incident (Markdown and HTML), one folder per session."""
     cfg = build_config(config, select, ignore)
     keep = build_filter(since, until, project, agent)
-    results, read_errors = read_and_scan(paths, input_format, keep, cfg)
+    read_errors: list = []
+    results: list = []  # what the summary needs of each session: its turns are let go
+
+    def scanned():
+        for result in scan_stream(paths, input_format, keep, cfg, read_errors):
+            results.append(result.released())
+            yield result
+
     try:
-        written = write_report_files(results, output, redact)
+        written = write_report_files(scanned(), output, redact)
     except OSError as exc:
         raise fail(f"{exc.filename or output}: {exc.strerror or exc}")
     incidents = sum(len(r.incidents) for r in results)

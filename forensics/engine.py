@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import traceback
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from forensics.config import Config
 from forensics.findings import Finding, Incident, record_digest
-from forensics.model import Session
+from forensics.ingest._source import fewer_collections
+from forensics.model import Session, Turn
 from forensics.rules import RuleSpec
 
 
@@ -32,12 +33,60 @@ class ScanResult:
     incidents: list[Incident] = field(default_factory=list)
     crashes: list[RuleCrash] = field(default_factory=list)
 
+    def released(self) -> ScanResult:
+        """This result with its session's turns let go but for the ones its incidents name.
+
+        What ``scan``'s line and document formats print (each finding's file and line, the
+        session's facts and turn count) survives, so a run over an archive holds one source's
+        turns at a time instead of every session's until the end."""
+        session = self.session
+        if isinstance(session.turns, KeptTurns):
+            return self
+        keep = {o for i in self.incidents for o in (i.turn, *i.evidence_turns)}
+        facts = {name: getattr(session, name) for name in Session.model_fields if name != "turns"}
+        slim = Session.model_construct(**facts, turns=KeptTurns(session.turns, keep))
+        return ScanResult(session=slim, incidents=self.incidents, crashes=self.crashes)
+
+
+class KeptTurns(Sequence[Turn]):
+    """A released session's turns: their number, and the turns its incidents name."""
+
+    def __init__(self, turns: Sequence[Turn], ordinals: Iterable[int]) -> None:
+        self._count = len(turns)
+        self._kept = {o: turns[o - 1] for o in ordinals if 0 < o <= len(turns)}
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            raise TypeError("a released session keeps only the turns its incidents name")
+        ordinal = (index + self._count if index < 0 else index) + 1
+        if not 0 < ordinal <= self._count:
+            raise IndexError(index)
+        try:
+            return self._kept[ordinal]
+        except KeyError:
+            raise LookupError(f"turn {ordinal} was released after the scan (only the turns "
+                              "incidents name are kept)") from None
+
+    def __iter__(self) -> Iterator[Turn]:
+        raise TypeError("a released session keeps only the turns its incidents name")
+
 
 def scan_session(session: Session, config: Config | None = None,
                  rules: Iterable[RuleSpec] | None = None) -> ScanResult:
     """Every incident the selected rules find in ``session``, in turn order."""
     config = config or Config()
     result = ScanResult(session=session)
+    with fewer_collections():
+        _run_rules(session, config, rules, result)
+    result.incidents.sort(key=lambda i: (i.turn, i.code))
+    return result
+
+
+def _run_rules(session: Session, config: Config, rules: Iterable[RuleSpec] | None,
+               result: ScanResult) -> None:
     for spec in rules if rules is not None else config.rules():
         try:
             findings = list(spec.run(session, config.params_for(spec)))
@@ -48,8 +97,6 @@ def scan_session(session: Session, config: Config | None = None,
                                             f"{type(exc).__name__} at {where}"))
             continue
         result.incidents.extend(to_incident(spec, session, f) for f in findings)
-    result.incidents.sort(key=lambda i: (i.turn, i.code))
-    return result
 
 
 def scan_sessions(sessions: Iterable[Session], config: Config | None = None) -> list[ScanResult]:

@@ -17,6 +17,7 @@ rollouts).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import cached_property
 from typing import Annotated, Any, Literal, Union
 
@@ -222,6 +223,20 @@ class Session(BaseModel):
 
     def turn(self, ordinal: int) -> Turn:
         return self.turns[ordinal - 1]
+
+    def turns_after(self, ordinal: int) -> Iterator[Turn]:
+        """The turns after ``ordinal``, in order. Unlike ``turns[ordinal:]`` nothing is copied,
+        so a look-ahead that stops at the next message costs what it reads, not the rest of
+        the session (which made rules quadratic in session length)."""
+        turns = self.turns
+        for i in range(max(ordinal, 0), len(turns)):
+            yield turns[i]
+
+    def turns_before(self, ordinal: int) -> Iterator[Turn]:
+        """The turns before ``ordinal``, latest first, without copying (see ``turns_after``)."""
+        turns = self.turns
+        for i in range(min(ordinal - 2, len(turns) - 1), -1, -1):
+            yield turns[i]
 
     def by_anchor(self, anchor: str) -> Turn | None:
         for t in self.turns:

@@ -100,11 +100,12 @@ class Analysis:
 
     def rest_of_exchange(self, ordinal: int) -> list[Turn]:
         """Turns after ``ordinal`` up to (not including) the next message the user typed."""
+        turns = self.session.turns
         out: list[Turn] = []
-        for turn in self.session.turns[ordinal:]:
-            if isinstance(turn, UserTurn):
+        for i in range(ordinal, len(turns)):  # no copy of the rest of the session
+            if isinstance(turns[i], UserTurn):
                 break
-            out.append(turn)
+            out.append(turns[i])
         return out
 
     # -- processes -----------------------------------------------------------------------

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from forensics.errors import ForensicsError, IngestError, ReaderCrash, UnknownFormatError, reading
-from forensics.ingest._source import DirTree, Tree, regular_file
+from forensics.ingest._source import DirTree, Tree, fewer_collections, regular_file
 from forensics.ingest.sniff import (
     CLINE_FILES,
     HEAD_BYTES,
@@ -81,7 +81,7 @@ def isolated(source: str, read: Callable[[], list[Session]]) -> list[Session]:
     """``read()``, with any exception but our own turned into ``ReaderCrash`` for ``source``:
     a reader bug costs its source, never the folder, the command or the batch."""
     try:
-        with reading(source):
+        with reading(source), fewer_collections():
             return read()
     except ForensicsError:
         raise

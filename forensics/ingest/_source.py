@@ -7,6 +7,7 @@ on the session being built; reading goes on.
 
 from __future__ import annotations
 
+import gc
 import os
 import stat
 from collections.abc import Iterable, Iterator
@@ -18,6 +19,27 @@ import orjson
 
 from forensics.errors import crash_text
 from forensics.model import ReadIssue
+
+FEWER_COLLECTIONS_EVERY = 100_000
+"""Allocations between two young-generation collections while a session is built or scanned
+(Python's default is 700)."""
+
+
+@contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Collect cyclic garbage less often while the block runs.
+
+    A session is hundreds of thousands of small objects that all live as long as it does; at
+    the default threshold the collector walks them again and again while they are built and
+    the rules run, and frees nothing (a third of ingest's CPU time, a sixth of the rules').
+    The thresholds in force before are restored after."""
+    before = gc.get_threshold()
+    gc.set_threshold(max(before[0], FEWER_COLLECTIONS_EVERY), *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
 
 MAX_ISSUES_PER_FILE = 200
 """Past this many bad records in one file, further ones are counted in one closing issue."""

@@ -12,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
-from forensics.engine import ScanResult
-from forensics.findings import Incident
+if TYPE_CHECKING:  # the CLI imports ``Format`` at start-up: the engine loads when a scan runs
+    from forensics.engine import ScanResult
+    from forensics.findings import Incident
 
 __all__ = ["Format", "Located", "Rendering", "locate", "located", "render", "rule_counts"]
 

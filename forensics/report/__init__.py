@@ -11,7 +11,8 @@ imported on first render only, so commands that never render do not pay for it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from itertools import islice
 from pathlib import Path
 
 from forensics.engine import ScanResult
@@ -146,58 +147,54 @@ def _session_doc(result: ScanResult, fmt: str, redact: bool, prefix: str, index:
     }
 
 
-def write_reports(results: Sequence[ScanResult], out_dir: Path | str, *,
-                  redact: bool = True, index_href: str | None = None) -> list[Path]:
+def write_reports(results: Iterable[ScanResult], out_dir: Path | str, *,
+                  redact: bool = True, index_href: str | None = None,
+                  on_crash: Callable[[ScanResult, Exception], None] | None = None) -> list[Path]:
     """Per session a folder with ``index.md``/``index.html``, ``timeline.svg`` and one Markdown
     and one HTML file per incident (``FX001-<anchor>``); a top-level index when several sessions.
+
+    ``results`` may be a stream: each session is written as it comes and only what the top index
+    needs is kept, so memory follows the largest session. ``on_crash``: a session the renderer
+    raises on loses its files and is passed to it with the error, and the others are written
+    (without it, the error propagates).
 
     Returns the written paths in a fixed order that callers may rely on (``forensics.cases``
     does): per session ``timeline.svg``, ``index.md``, ``index.html``, then for each incident in
     turn order its ``.md`` and ``.html``; the top-level ``index.md``/``index.html`` last."""
     from forensics.report.render import render
 
+    stream = iter(results)
+    first = list(islice(stream, 2))  # several sessions: each page links to a top index
+    if index_href is None and len(first) > 1:
+        index_href = "../index.{ext}"
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     folders: list[tuple[ScanResult, str]] = []
     used: set[str] = set()
-    for result in results:
+    for result in _each(first, stream):
         name = story.safe_name(result.session.id)
         base, n = name, 2
         while name in used:
             name, n = f"{base}-{n}", n + 1
+        mine: list[Path] = []
+        try:
+            _write_session(result, out / name, redact, index_href, render, mine)
+        except OSError:
+            raise
+        except Exception as exc:
+            if on_crash is None:
+                raise
+            for path in mine:
+                path.unlink(missing_ok=True)
+            if (out / name).is_dir() and not any((out / name).iterdir()):
+                (out / name).rmdir()
+            on_crash(result, exc)
+            continue
         used.add(name)
-        folders.append((result, name))
-    if index_href is None and len(folders) > 1:
-        index_href = "../index.{ext}"
-    for result, name in folders:
-        folder = out / name
-        folder.mkdir(parents=True, exist_ok=True)
-        svg_path = folder / "timeline.svg"
-        svg = timeline_svg(result.session, result.incidents, clean=redact_fn(redact))
-        svg_path.write_text(svg + "\n", encoding="utf-8")
-        written.append(svg_path)
-        studies = case_studies(result)  # once, for the index and the pages, both formats
-        for fmt in FORMATS:
-            path = folder / f"index.{_EXT[fmt]}"
-            doc = _session_doc(result, fmt, redact, "", 1, studies, svg)
-            path.write_text(_render_docs([doc], fmt, redact, "timeline.svg"), encoding="utf-8")
-            written.append(path)
-        stems: set[str] = set()
-        for cs in studies:
-            stem, n = cs.file_stem, 2
-            while stem in stems:
-                stem, n = f"{cs.file_stem}-{n}", n + 1
-            stems.add(stem)
-            for fmt in FORMATS:
-                path = folder / f"{stem}.{_EXT[fmt]}"
-                back = (index_href or "").replace("{ext}", _EXT[fmt])
-                path.write_text(render(f"incident.{_EXT[fmt]}.j2", fmt,
-                                       **_context(result, cs, redact=redact,
-                                                  session_href=f"index.{_EXT[fmt]}",
-                                                  index_href=back), level=1),
-                                encoding="utf-8")
-                written.append(path)
+        written.extend(mine)
+        folders.append((result.released(), name))
+        del result
     if len(folders) > 1:
         rows = [{"result": r, "folder": name, "counts": _severity_counts(r.incidents)}
                 for r, name in folders]
@@ -207,6 +204,46 @@ def write_reports(results: Sequence[ScanResult], out_dir: Path | str, *,
                             encoding="utf-8")
             written.append(path)
     return written
+
+
+def _each(ahead: list[ScanResult], rest: Iterable[ScanResult]) -> Iterable[ScanResult]:
+    """The read-ahead results, then the rest: each handed over once (``chain`` would keep
+    the read-ahead list, and its sessions, to the end)."""
+    while ahead:
+        yield ahead.pop(0)
+    yield from rest
+
+
+def _write_session(result: ScanResult, folder: Path, redact: bool, index_href: str | None,
+                   render, written: list[Path]) -> None:
+    """One session's folder; every path is added to ``written`` as soon as it exists."""
+    folder.mkdir(parents=True, exist_ok=True)
+    svg_path = folder / "timeline.svg"
+    svg = timeline_svg(result.session, result.incidents, clean=redact_fn(redact))
+    svg_path.write_text(svg + "\n", encoding="utf-8")
+    written.append(svg_path)
+    studies = case_studies(result)  # once, for the index and the pages, both formats
+    for fmt in FORMATS:
+        path = folder / f"index.{_EXT[fmt]}"
+        doc = _session_doc(result, fmt, redact, "", 1, studies, svg)
+        text = _render_docs([doc], fmt, redact, "timeline.svg")
+        written.append(path)
+        path.write_text(text, encoding="utf-8")
+    stems: set[str] = set()
+    for cs in studies:
+        stem, n = cs.file_stem, 2
+        while stem in stems:
+            stem, n = f"{cs.file_stem}-{n}", n + 1
+        stems.add(stem)
+        for fmt in FORMATS:
+            path = folder / f"{stem}.{_EXT[fmt]}"
+            back = (index_href or "").replace("{ext}", _EXT[fmt])
+            text = render(f"incident.{_EXT[fmt]}.j2", fmt,
+                          **_context(result, cs, redact=redact,
+                                     session_href=f"index.{_EXT[fmt]}", index_href=back),
+                          level=1)
+            written.append(path)
+            path.write_text(text, encoding="utf-8")
 
 
 def rule_docs(incidents: Iterable[Incident]) -> list[dict]:

@@ -55,7 +55,7 @@ def asks_question(text: str) -> bool:
 def exchange_before(session: Session, user: UserTurn) -> list[Turn]:
     """Turns between the previous message the user typed and this one."""
     out: list[Turn] = []
-    for prev in reversed(session.turns[: user.ordinal - 1]):
+    for prev in session.turns_before(user.ordinal):
         if isinstance(prev, UserTurn):
             break
         out.append(prev)

@@ -36,7 +36,7 @@ def _breaks(turn: Turn) -> bool:
 
 def last_assistant_before(session: Session, ordinal: int) -> AssistantTurn | None:
     """The assistant message the event cut short or answered, if the exchange has one."""
-    for prev in reversed(session.turns[: ordinal - 1]):
+    for prev in session.turns_before(ordinal):
         if isinstance(prev, UserTurn):
             return None
         if isinstance(prev, AssistantTurn):

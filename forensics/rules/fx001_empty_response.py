@@ -49,7 +49,7 @@ def _is_empty(turn: AssistantTurn, placeholders: frozenset[str]) -> bool:
 
 def _dealt_elsewhere(session: Session, turn: AssistantTurn) -> bool:
     """Not silence: the user stopped it, or a later step showed content before the user spoke."""
-    for later in session.turns[turn.ordinal:]:
+    for later in session.turns_after(turn.ordinal):
         if isinstance(later, UserTurn):
             return False
         if isinstance(later, EventTurn) and later.event in STOP_EVENTS:
@@ -66,7 +66,7 @@ def _completed_silently(session: Session, event: EventTurn) -> bool:
     last = event.detail.get("last_agent_message")
     if isinstance(last, str) and last.strip():
         return False
-    for prev in reversed(session.turns[: event.ordinal - 1]):
+    for prev in session.turns_before(event.ordinal):
         if isinstance(prev, EventTurn) and prev.event == "api_error":
             return False  # the user was shown a provider error: reported under its own rule
         if isinstance(prev, EventTurn) and prev.event not in STOP_EVENTS:
@@ -129,7 +129,7 @@ def _previous_result(session: Session, ordinal: int) -> ToolResultTurn | None:
 
 def _user_wrote_next(session: Session, ordinal: int) -> UserTurn | None:
     """The user's next message if nothing but harness events came between."""
-    for later in session.turns[ordinal:]:
+    for later in session.turns_after(ordinal):
         if isinstance(later, UserTurn):
             return later
         if isinstance(later, EventTurn) and later.event not in STOP_EVENTS:

@@ -74,13 +74,14 @@ def user_resend(session: Session, params: UserResendParams) -> Iterator[Finding]
     similarity, lookback, error_paste = p.similarity, p.lookback, p.error_paste
     polite, retries, continues, templates = p.polite, p.retries, p.continues, p.templates
     users = [t for t in session.turns if isinstance(t, UserTurn)]
-    keys = [_key(u, templates) for u in users]
+    bares = [_bare(u.text) for u in users]  # each message folded once: long pastes are costly
+    keys = [_key(u, templates, bare) for u, bare in zip(users, bares)]
     pairs: dict[int, frozenset] = {}  # word pairs of the messages in the lookback window
     for j, user in enumerate(users):
         if j == 0:
             continue
         pairs.pop(j - lookback - 1, None)  # out of reach from now on
-        bare = _without_polite(_bare(user.text), polite)
+        bare = _without_polite(bares[j], polite)
         previous = users[j - 1]
         status, witness = reply_status(session, previous, user)
         if user.command is None and (bare in retries or bare in continues):
@@ -121,14 +122,14 @@ def _bare(text: str) -> str:
     text = unicodedata.normalize("NFKC", text)
     if not text.isascii():
         decomposed = unicodedata.normalize("NFD", text)
-        text = unicodedata.normalize("NFC", "".join(
-            c for c in decomposed if not unicodedata.combining(c) or not _latin_or_cyrillic(c)))
+        text = unicodedata.normalize("NFC", _LATIN_OR_CYRILLIC_MARK.sub("", decomposed))
     return _PUNCT.sub("", " ".join(text.casefold().split()))
 
 
-def _latin_or_cyrillic(mark: str) -> bool:
-    """Accents to fold are Latin and Cyrillic ones; Korean, Japanese and Indic marks stay."""
-    return "\u0300" <= mark <= "\u036f"
+_LATIN_OR_CYRILLIC_MARK = re.compile("[%s]" % "".join(
+    chr(c) for c in range(0x300, 0x370) if unicodedata.combining(chr(c))))
+"""Accents to fold are Latin and Cyrillic ones (the combining marks of U+0300-U+036F; the
+grapheme joiner there is not one); Korean, Japanese and Indic marks stay."""
 
 
 def _without_polite(bare: str, polite: Sequence[str]) -> str:
@@ -144,15 +145,17 @@ def _without_polite(bare: str, polite: Sequence[str]) -> str:
     return bare
 
 
-def _key(user: UserTurn, templates: Sequence[re.Pattern[str]]) -> tuple[str | None, str]:
-    """What to compare: a command and its arguments, or the text the user typed."""
+def _key(user: UserTurn, templates: Sequence[re.Pattern[str]],
+         bare: str) -> tuple[str | None, str]:
+    """What to compare: a command and its arguments, or the text the user typed (``bare``:
+    its ``_bare`` form)."""
     if user.command is not None:
         return user.command, _bare(user.arguments or "")
     for i, pattern in enumerate(templates):
         m = pattern.match(user.text)
         if m:
             return f"template:{i}", _bare(m.group(1))
-    return None, _bare(user.text)
+    return None, bare
 
 
 def _find_repeat(keys, j, similarity, lookback, pairs, cut_short) -> int | None:

@@ -16,6 +16,7 @@ and conditions are not claims; neither is a bare "done".
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -27,6 +28,7 @@ from forensics.model import AssistantTurn, EventTurn, Session, ToolResultTurn, U
 from forensics.analysis.phrases import cached_phrase_pattern
 from forensics.rules import rule
 from forensics.rules._facts import (
+    Outcome,
     Run,
     check_kinds,
     compile_all,
@@ -104,17 +106,91 @@ def unverified_claim(session: Session, params: UnverifiedClaimParams) -> Iterato
                and (found := _claims(turn.text, claims, hedge, negation, reported))]
     if not claimed:
         return
-    all_runs = runs(session)
+    all_runs = _Runs(runs(session), p.editors, p.delegates)
     wanted = {c.kind for _t, found in claimed for c in found}
     relevant = {k: v for k, v in p.checks.items() if k in wanted}
     kinds_of = {id(r): (check_kinds(r.command, relevant, "server" if "server" in wanted else None)
                         if r.command else set())
-                for r in all_runs}
+                for r in all_runs.runs}
     for turn, found in claimed:
         verdicts = [v for c in found
                     if (v := _judge(session, turn, c, all_runs, kinds_of, p)) is not None]
         if verdicts:
             yield min(verdicts, key=lambda f: f.severity != "high")
+
+
+class _Runs:
+    """The session's runs in turn order, with what each one edited and the finished runs of
+    each kind of check worked out once: every claim looks back over them, so a per-claim pass
+    over the whole session would make the rule quadratic in session length."""
+
+    def __init__(self, all_runs: list[Run], editors: frozenset[str],
+                 delegates: frozenset[str]) -> None:
+        self.runs = all_runs
+        self._ordinals = [r.turn.ordinal for r in all_runs]
+        self._files = [edited_files(r.call, editors) for r in all_runs]
+        self._index = {id(r): i for i, r in enumerate(all_runs)}
+        self._edits = [o for o, f in zip(self._ordinals, self._files) if f is not None]
+        self._first_delegate = next((i for i, r in enumerate(all_runs)
+                                     if r.call.name.lower() in delegates), len(all_runs))
+        self._checks: dict[str, tuple[list[int], list[tuple[Run, Outcome]]]] = {}
+        self._reports: dict[str, dict[int, bool]] = {}
+
+    def count_before(self, turn: AssistantTurn) -> int:
+        """How many runs belong to ``turn`` and the turns before it."""
+        return bisect_right(self._ordinals, turn.ordinal)
+
+    def last_check(self, kind: str, count: int, kinds_of) -> tuple[Run, Outcome] | None:
+        """The last run of this kind of check among the first ``count`` runs that came back,
+        with its outcome."""
+        known = self._checks.get(kind)
+        if known is None:
+            positions: list[int] = []
+            done: list[tuple[Run, Outcome]] = []
+            for i, r in enumerate(self.runs):
+                if kind in kinds_of[id(r)] and (state := outcome(r.result)) is not None:
+                    positions.append(i)
+                    done.append((r, state))
+            known = self._checks[kind] = (positions, done)
+        at = bisect_left(known[0], count)
+        return known[1][at - 1] if at else None
+
+    def user_reported(self, session: Session, kind: str, claims, since: int,
+                      until: int) -> bool:
+        """Did the user, in ``turns[since:until]``, report this kind of check passing in their
+        own words, or run something in their own shell (the claim may rest on it)? Each turn
+        is judged once per kind, however many claims look back over it."""
+        judged = self._reports.setdefault(kind, {})
+        pattern = None
+        for i in range(since, min(until, len(session.turns))):
+            hit = judged.get(i)
+            if hit is None:
+                t = session.turns[i]
+                if isinstance(t, UserTurn) and pattern is None:
+                    phrases = claims.get(kind)
+                    pattern = (cached_phrase_pattern(phrases) if phrases else None) or False
+                hit = judged[i] = bool(
+                    (isinstance(t, UserTurn) and pattern and pattern.search(t.text.lower()))
+                    or (isinstance(t, EventTurn) and t.event == "shell"))
+            if hit:
+                return True
+        return False
+
+    def delegated_before(self, count: int) -> bool:
+        """Did one of the first ``count`` runs hand work to a subagent."""
+        return self._first_delegate < count
+
+    def position(self, run: Run) -> int:
+        return self._index[id(run)]
+
+    def files(self, run: Run) -> list[str] | None:
+        """``edited_files`` of the run."""
+        return self._files[self._index[id(run)]]
+
+    def last_edit(self, turn: AssistantTurn) -> int:
+        """The ordinal of the last turn up to ``turn`` whose calls edited something (0: none)."""
+        at = bisect_right(self._edits, turn.ordinal)
+        return self._edits[at - 1] if at else 0
 
 
 def _claims(text, claims, hedge, negation, reported) -> list[_Claim]:
@@ -149,16 +225,15 @@ def _original(text: str, lowered: str) -> str:
 
 def _judge(session, turn, claim, all_runs, kinds_of, p: UnverifiedClaimParams) -> Finding | None:
     # a message's own calls count as before its text (opencode keeps both in one message)
-    before = [r for r in all_runs if r.turn.ordinal <= turn.ordinal]
-    checks = [r for r in before if claim.kind in kinds_of[id(r)]]
-    done = [(r, outcome(r.result)) for r in checks]
-    done = [(r, o) for r, o in done if o is not None]
-    if _user_reported(session, turn, claim, p.claims, done):
+    count = all_runs.count_before(turn)
+    latest = all_runs.last_check(claim.kind, count, kinds_of)
+    done = [latest] if latest is not None else []  # the last finished run of the check
+    if _user_reported(session, turn, claim, p.claims, done, all_runs):
         return None
-    if _seen_in_output(session, turn, claim, before, p.editors, p.markers.get(claim.kind)):
+    if _seen_in_output(session, turn, claim, all_runs, p.markers.get(claim.kind)):
         return None
     if not done:
-        if any(r.call.name.lower() in p.delegates for r in before):
+        if all_runs.delegated_before(count):
             return None  # a subagent may have run it; its session is judged on its own
         return _finding(turn, claim, "medium",
                         f"no {claim.kind} check ran before the claim", [], None)
@@ -169,10 +244,10 @@ def _judge(session, turn, claim, all_runs, kinds_of, p: UnverifiedClaimParams) -
         return _finding(turn, claim, "high",
                         f"the last {claim.kind} run before the claim {state.why}",
                         [_where(last)], last)
-    edit = (_edit_after(before, last, p.editors, p.uncovered)
+    edit = (_edit_after(all_runs, count, last, p.uncovered)
             if claim.kind in p.edit_sensitive else None)
     if edit is not None:
-        files = edited_files(edit.call, p.editors) or []
+        files = all_runs.files(edit) or []
         what = f"`{files[0]}`" if files else "a file"
         return _finding(turn, claim, "medium",
                         f"{what} was edited after the last green {claim.kind} run",
@@ -180,27 +255,17 @@ def _judge(session, turn, claim, all_runs, kinds_of, p: UnverifiedClaimParams) -
     return None
 
 
-def _user_reported(session, turn, claim, claims, done) -> bool:
+def _user_reported(session, turn, claim, claims, done, all_runs: _Runs) -> bool:
     """The user said the check passed (after the last run the assistant made)."""
     since = done[-1][0].turn.ordinal if done else 0
-    phrases = claims.get(claim.kind)
-    pattern = cached_phrase_pattern(phrases) if phrases else None
-    for t in session.turns[since:turn.ordinal - 1]:
-        if isinstance(t, UserTurn) and pattern is not None and pattern.search(t.text.lower()):
-            return True
-        if isinstance(t, EventTurn) and t.event == "shell":
-            return True  # the user ran something in their own shell: the claim may rest on it
-    return False
+    return all_runs.user_reported(session, claim.kind, claims, since, turn.ordinal - 1)
 
 
-def _seen_in_output(session, turn, claim, before: list[Run], editors, marker) -> bool:
+def _seen_in_output(session, turn, claim, all_runs: _Runs, marker) -> bool:
     """A passing tool output since the last edit reports this kind of success in its own words
     (a dev server's "✓ Compiled", a framework's "templates cached successfully"): the claim
     rests on a run this rule's command list does not name."""
-    since = 0
-    for r in before:
-        if edited_files(r.call, editors) is not None:
-            since = max(since, r.turn.ordinal)
+    since = all_runs.last_edit(turn)
     for t in session.turns[since:turn.ordinal - 1]:
         if not isinstance(t, ToolResultTurn) or t.failed:
             continue
@@ -220,14 +285,10 @@ def _probe(run: Run, probes) -> bool:
                                      for p in probes)
 
 
-def _edit_after(before: list[Run], last: Run, editors, uncovered) -> Run | None:
+def _edit_after(all_runs: _Runs, count: int, last: Run, uncovered) -> Run | None:
     found = None
-    for r in before:
-        if r.turn.ordinal < last.turn.ordinal or r is last:
-            continue
-        if r.turn.ordinal == last.turn.ordinal and before.index(r) < before.index(last):
-            continue
-        files = edited_files(r.call, editors)
+    for r in all_runs.runs[all_runs.position(last) + 1:count]:  # runs are in turn order
+        files = all_runs.files(r)
         if files is None:
             continue
         state = outcome(r.result)

@@ -163,7 +163,7 @@ def _finding(session: Session, loop: list[tuple[Run, str]], high_runs: int) -> F
 
 def _told_user(session: Session, ordinal: int) -> bool:
     """Before the user writes again, does a later assistant message say anything at all."""
-    for later in session.turns[ordinal:]:
+    for later in session.turns_after(ordinal):
         if isinstance(later, UserTurn):
             return False
         if isinstance(later, AssistantTurn) and later.text.strip():

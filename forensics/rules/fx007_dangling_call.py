@@ -88,11 +88,11 @@ def _session_went_on(session: Session, ordinal: int) -> bool:
     (a session copied while its last parallel calls ran has those and nothing more)."""
     return any(isinstance(t, (UserTurn, AssistantTurn))
                or (isinstance(t, EventTurn) and t.event == "turn_complete")
-               for t in session.turns[ordinal:])
+               for t in session.turns_after(ordinal))
 
 
 def _next_step(session: Session, ordinal: int):
-    for later in session.turns[ordinal:]:
+    for later in session.turns_after(ordinal):
         if isinstance(later, EventTurn) and later.event not in STOP_EVENTS:
             continue
         return later
