@@ -169,6 +169,7 @@ class IgnoredToolErrorParams:
         "exit_text_patterns", "failure_text_patterns", "error_line_patterns",
         "subcommand_words", "missing_dependency_patterns", "acknowledgements", "handoffs",
         "success_claims", "step_commands", "step_claims", "plain_programs", "common_words",
+        "recording_commands",
     })
     death_words: tuple[str, ...]
     probes: frozenset[str]
@@ -187,6 +188,8 @@ class IgnoredToolErrorParams:
     step_claims: Mapping[str, re.Pattern[str]]
     plain: frozenset[str]
     common: frozenset[str]
+    recording: tuple[re.Pattern[str], ...]
+    """Commands that record or publish changes (git add/commit/push…): not an investigation."""
 
     @classmethod
     def from_params(cls, raw: Mapping[str, Any]) -> "IgnoredToolErrorParams":
@@ -210,6 +213,7 @@ class IgnoredToolErrorParams:
                 {kind: _phrases(words) for kind, words in raw["step_claims"].items()}),
             plain=frozenset(raw["plain_programs"]),
             common=frozenset(w.lower() for w in raw["common_words"]),
+            recording=tuple(re.compile(p) for p in raw["recording_commands"]),
         )
 
     @cached_property
@@ -499,6 +503,8 @@ def _reaction(session: Session, facts: _Facts, call: ToolCall | None,
                 found.add("call")  # a changed retry: the same program, other arguments
                 continue
             later_command = command_of(later)
+            if later_command and _only_records(later_command, k):
+                continue  # staging or committing the file investigates nothing
             blob = (later_command or _input_text(later)).lower()
             if facts.named_in_call(blob):
                 found.add("call")
@@ -506,6 +512,18 @@ def _reaction(session: Session, facts: _Facts, call: ToolCall | None,
                   and _step_kind(later_command, k) == "install"):
                 found.add("call")  # installs what the error said was missing
     return "target" if "target" in found else "call" if "call" in found else None
+
+
+def _only_records(command: str, k: IgnoredToolErrorParams) -> bool:
+    """Is the command made only of recording steps (git add/commit/push…) and benign ones?"""
+    recorded = False
+    for step in split_commands(command):
+        prog, _args = program(step)
+        if any(p.search(step.strip()) for p in k.recording):
+            recorded = True
+        elif prog and prog not in k.benign:
+            return False
+    return recorded
 
 
 def _passed(session: Session, call: ToolCall) -> bool:
