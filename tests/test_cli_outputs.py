@@ -159,7 +159,9 @@ def test_version() -> None:
 
 
 def test_help_is_plain_and_completion_is_on() -> None:
-    top = cli("--help").stdout
+    # a fixed width: help text wraps to the terminal, which an earlier test may have narrowed
+    wide = {"COLUMNS": "200"}
+    top = cli("--help", env=wide).stdout
     assert "--install-completion" in top and "--show-completion" in top
     script = cli("--show-completion", "bash").stdout
     assert script.startswith("_forensics_completion()") and "_FORENSICS_COMPLETE" in script
@@ -167,10 +169,11 @@ def test_help_is_plain_and_completion_is_on() -> None:
         text = cli(command, "--help", env={"COLUMNS": "200"}).stdout
         assert "<list[" not in text and "{paths}" not in text, command
         assert "[PATH]..." in text
-    assert cli("hook", "--help").stdout.startswith(
+    assert cli("hook", "--help", env=wide).stdout.startswith(
         "Usage: forensics hook [OPTIONS] AGENT [PAYLOAD]\n")
-    assert cli("rules", "--help").stdout.startswith("Usage: forensics rules [OPTIONS] [RULE]\n")
-    words = " ".join(cli("scan", "--help").stdout.split())
+    assert cli("rules", "--help", env=wide).stdout.startswith(
+        "Usage: forensics rules [OPTIONS] [RULE]\n")
+    words = " ".join(cli("scan", "--help", env=wide).stdout.split())
     assert "pyproject.toml with [tool.forensics]" in words
 
 
