@@ -19,6 +19,11 @@ alive when the next launch came. ``track`` builds that model in one walk over th
   reporting a failure). Each signal keeps the words that said so and its anchor.
 * **Kills**: every kill command or harness kill, with the launches it ended (none: it reached
   nothing the transcript names).
+* **Looks**: a later read of a launch's log (``tail``/``cat``, a file-read tool such as ``Read``,
+  the harness's task output) is read like its own output: a crash or a taken port there ends it.
+* **Subagents**: what a subagent call left running is a launch of this session from the call's
+  result on: the child's own ledger when its file is at hand (``family.child_session``), else
+  the result's words.
 
 Background-task notifications (``EventTurn`` "notification") concern the wrapper shell and are
 ignored on purpose: they do not prove the server exited.
