@@ -389,3 +389,20 @@ def test_a_subagents_own_file_tells_what_it_left_running(tmp_path, child_kills_i
     [earlier] = [f for f in incident.facts if f.role == "earlier launch"]
     assert earlier.command == "nohup uvicorn app:api --port 8000 > api.log 2>&1"
     assert earlier.anchor == parent.turn(2).anchor  # the Task call
+
+
+def test_a_crash_keeps_the_line_that_tells_how_it_died() -> None:
+    """The ledger keeps the exception line of a traceback as the launch's death words, and a
+    traceback after the ready line ends it as ``crash-after-up`` (a port answer may revive it)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from rulecases import load_cases
+
+    cases = {c.name: c for c in load_cases("FX003")}
+    [died] = track(cases["launch-own-output-shows-it-died"].session, KNOW)
+    assert died.death_words == "ModuleNotFoundError: No module named 'torch'"
+    assert [c.kind for c in died.changes] == ["crash"]
+    [served] = track(cases["log-traceback-but-port-answers"].session, KNOW)
+    assert [c.kind for c in served.changes] == ["crash-after-up", "revived"]

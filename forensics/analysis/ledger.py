@@ -50,7 +50,8 @@ from forensics.analysis.phrases import phrase_pattern
 from forensics.analysis.params import require_names, resolve_references
 from forensics.analysis.commands import _ASSIGN, Command, Pipeline, normalize, parse, split_pipelines
 from forensics.analysis.commands import words as shell_words
-from forensics.analysis.shell import command_of
+from forensics.analysis.outcome import telling_lines
+from forensics.analysis.shell import command_of, file_of
 from forensics.analysis.text import line_at
 from forensics.analysis.text import shorten as _short
 
@@ -991,8 +992,7 @@ class Tracker:
 
     def _file_read(self, call: ToolCall, res: ToolResultTurn, out: str, clock: Clock) -> None:
         """A file-read tool (Claude Code ``Read``, opencode ``read``…) on a launch's log."""
-        path = next((v for key in ("file_path", "filePath", "path", "absolute_path")
-                     if isinstance(v := call.input.get(key), str) and v), "")
+        path = file_of(call)
         if not path or res.failed:
             return
         wanted = path.replace("\\", "/")
@@ -1181,12 +1181,10 @@ def _moved_port(out: str, k: Knowledge) -> bool:
 
 
 def _death_line(out: str, crash_at: int) -> str:
-    """The line that tells how it died: the last non-frame line of a traceback that starts at
-    ``crash_at`` (``OSError: [Errno 98] Address already in use``), else the crash line."""
-    tail = [ln.strip() for ln in out[crash_at:].splitlines() if ln.strip()]
-    telling = [ln for ln in tail[1:] if not ln.startswith(("File ", "at ", "^", "~"))
-               and re.match(r"[\w.]+(?:Error|Exception|Exit|Interrupt)\b|\w+Error:", ln)]
-    return _short(telling[-1] if telling else line_at(out, crash_at), 120)
+    """The line that tells how it died: the last telling line from the crash on (a traceback's
+    ``OSError: [Errno 98] Address already in use``), else its last line."""
+    lines = telling_lines(out[crash_at:], 1)
+    return _short(lines[-1] if lines else line_at(out, crash_at), 120)
 
 
 def _last(pattern: re.Pattern[str] | None, text: str) -> int:

@@ -183,6 +183,17 @@ _SHELLISH = re.compile(r"bash|shell|exec|powershell|pwsh|terminal|command|cmd|mo
 _CODE_MODE = re.compile(r"exec_command\(\s*(\{.*?\})\s*\)", re.S)
 
 
+FILE_KEYS = ("file_path", "filePath", "path", "absolute_path", "filename", "notebook_path")
+"""Input keys under which agents' file tools name their file (Claude Code ``file_path``,
+opencode ``filePath``, Gemini ``absolute_path``, Cline ``path``, notebooks)."""
+
+
+def file_of(call: ToolCall) -> str | None:
+    """The file a file tool's call names (a read, a write, an edit), if it names one."""
+    return next((v for key in FILE_KEYS if isinstance(v := call.input.get(key), str) and v),
+                None)
+
+
 def command_of(call: ToolCall) -> str | None:
     """The shell script a call runs: ``ToolCall.command``, else a ``cmd``/``command`` input."""
     if call.command:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from forensics.model import AssistantTurn, Session, ToolCall, ToolResultTurn, Turn, UserTurn
-from forensics.analysis.shell import command_of, split_commands
+from forensics.analysis.shell import FILE_KEYS, command_of, split_commands
 
 # -- words ------------------------------------------------------------------------------------
 
@@ -201,8 +201,7 @@ def edited_files(call: ToolCall, edit_tools: frozenset[str]) -> list[str] | None
     """Files a call writes, or None when it writes nothing known. ``[]``: an edit, file unknown."""
     name = call.name.lower()
     if name in edit_tools:
-        files = [v for k in ("file_path", "filePath", "path", "filename", "notebook_path")
-                 if isinstance(v := call.input.get(k), str) and v]
+        files = [v for k in FILE_KEYS if isinstance(v := call.input.get(k), str) and v]
         for key in ("patch", "input", "content", "patchText"):
             text = call.input.get(key)
             if isinstance(text, str) and "*** " in text:

@@ -34,7 +34,7 @@ from forensics.analysis.outcome import any_of as _any_of
 from forensics.analysis.outcome import telling_lines
 from forensics.analysis.phrases import phrase_pattern as _phrases
 from forensics.analysis.shell import command_of as _script_of
-from forensics.analysis.shell import split_commands
+from forensics.analysis.shell import FILE_KEYS, split_commands
 from forensics.analysis.text import edges as _edges
 from forensics.analysis.text import shorten
 from forensics.findings import Evidence, Finding
@@ -402,7 +402,7 @@ def _own_targets(call: ToolCall | None, k: IgnoredToolErrorParams) -> set[str]:
     return {t for t in out if len(t) > 2}
 
 
-_PATH_KEYS = ("filePath", "file_path", "path", "filename", "notebook_path", "url")
+_PATH_KEYS = (*FILE_KEYS, "url")  # a fetch tool's target is its URL
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][\w.-]*=")
 
 
