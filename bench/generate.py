@@ -34,9 +34,11 @@ import argparse
 import math
 import os
 import random
+import shutil
 import string
 import sys
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -332,8 +334,14 @@ class Planner:
             Reply(text="All set: the page is built and ready to use."),
         ])]
 
-    def session(self, turns: int) -> list[Exchange]:
-        """Normal exchanges up to ``turns`` typed turns, with plant sets spread through them."""
+    def session(self, turns: int) -> Iterator[Exchange]:
+        """Normal exchanges up to ``turns`` typed turns, with plant sets spread through them.
+
+        Plans now and yields later, so a writer holds one exchange at a time: the normal
+        exchanges are drawn once to count them (and where the plants go), then drawn again,
+        identically, from a copy of the generator's state as the writer asks for them. This
+        planner's ``rng`` is left where the plan ends, so the writer's draws do not depend on
+        how the exchanges are consumed."""
         sets = max(1, turns // TURNS_PER_PLANT_SET)
         plants: list[list[Exchange]] = []
         for _ in range(sets):
@@ -342,20 +350,27 @@ class Planner:
                 plants.append(make())
         self.rng.shuffle(plants)
         budget = turns - sum(x.turns() for p in plants for x in p)
-        normals: list[Exchange] = []
-        while budget > 0 or len(normals) < len(plants) + 1:
-            ex = self.normal()
-            normals.append(ex)
-            budget -= ex.turns()
-        # Distinct slots in 1..len(normals): a normal exchange before and after every plant.
-        slots = sorted(self.rng.sample(range(1, len(normals)), len(plants)))
-        out: list[Exchange] = []
-        for i, ex in enumerate(normals):
-            while slots and slots[0] == i:
-                slots.pop(0)
-                out.extend(plants.pop())
-            out.append(ex)
-        return out
+        replay = Planner.__new__(Planner)
+        replay.fmt, replay.blobs, replay.cursor = self.fmt, self.blobs, self.cursor
+        replay.rng = random.Random()
+        replay.rng.setstate(self.rng.getstate())
+        count = 0
+        while budget > 0 or count < len(plants) + 1:
+            budget -= self.normal().turns()
+            count += 1
+        # Distinct slots in 1..count: a normal exchange before and after every plant.
+        slots = sorted(self.rng.sample(range(1, count), len(plants)))
+        return self._interleave(replay, count, slots, plants)
+
+    @staticmethod
+    def _interleave(replay: "Planner", count: int, slots: list[int],
+                    plants: list[list[Exchange]]) -> Iterator[Exchange]:
+        slots = slots[::-1]
+        for i in range(count):
+            while slots and slots[-1] == i:
+                slots.pop()
+                yield from plants.pop()
+            yield replay.normal()
 
 
 # --- Writers: one per format -------------------------------------------------------------------
@@ -428,40 +443,58 @@ class OpencodeWriter:
         tail = "".join(self.rng.choices(_B62, k=14))
         return f"{prefix}_{(int(t * 1000) * 0x1000 + self.counter) & 0xFFFFFFFFFFFF:012x}{tail}"
 
-    def write(self, exchanges: list[Exchange], out_dir: Path, rel_dir: str) -> Written:
+    def write(self, exchanges: Iterable[Exchange], out_dir: Path, rel_dir: str) -> Written:
         rng, clock = self.rng, Clock(self.rng)
         sid = "ses_" + f"{rng.getrandbits(48):012x}" + "".join(rng.choices(_B62, k=14))
         rel = f"{rel_dir}/{sid}.json"
         plants = Plants(rel, sid)
-        messages: list[dict] = []
         start = clock.t
-        for ex in exchanges:
-            plants.start()
-            t = clock.tick(5, 120)
-            uid = self.oid("msg", t)
-            plants.anchor(uid, ex.user_mark)
-            messages.append({
-                "info": {"id": uid, "sessionID": sid, "role": "user",
-                         "time": {"created": int(t * 1000)}, "agent": "build",
-                         "model": {"providerID": "anthropic", "modelID": "claude-sonnet-4-5"}},
-                "parts": [{"id": self.oid("prt", t), "sessionID": sid, "messageID": uid,
-                           "type": "text", "text": ex.user}],
-            })
-            for r in ex.replies:
-                messages.append(self.assistant(r, sid, uid, clock, plants))
-            plants.close()
-        doc = {
-            "info": {"id": sid, "slug": "synthetic-bench", "version": "1.1.3",
-                     "projectID": f"{rng.getrandbits(160):040x}", "directory": "/home/dev/app",
-                     "title": "Synthetic benchmark session",
-                     "time": {"created": int(start * 1000), "updated": int(clock.t * 1000)},
-                     "summary": {"additions": 0, "deletions": 0, "files": 0}},
-            "messages": messages,
-        }
-        data = orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
-        (out_dir / rel).write_bytes(data)
-        turns = sum(x.turns() for x in exchanges)
-        return Written(rel, "opencode-export", sid, turns, len(data), plants.entries)
+        turns = 0
+        # The document's info (written first) is known only at the end: the messages go to a
+        # side file as they are drawn, then info + messages are joined into the export.
+        body_path = out_dir / (rel + ".part")
+        first = True
+        with open(body_path, "wb") as body:
+            def message(m: dict) -> None:
+                nonlocal first
+                # orjson's OPT_INDENT_2 layout of the message as an item of "messages"
+                data = orjson.dumps(m, option=orjson.OPT_INDENT_2).replace(b"\n", b"\n    ")
+                body.write((b"    " if first else b",\n    ") + data)
+                first = False
+
+            for ex in exchanges:
+                turns += ex.turns()
+                plants.start()
+                t = clock.tick(5, 120)
+                uid = self.oid("msg", t)
+                plants.anchor(uid, ex.user_mark)
+                message({
+                    "info": {"id": uid, "sessionID": sid, "role": "user",
+                             "time": {"created": int(t * 1000)}, "agent": "build",
+                             "model": {"providerID": "anthropic",
+                                       "modelID": "claude-sonnet-4-5"}},
+                    "parts": [{"id": self.oid("prt", t), "sessionID": sid, "messageID": uid,
+                               "type": "text", "text": ex.user}],
+                })
+                for r in ex.replies:
+                    message(self.assistant(r, sid, uid, clock, plants))
+                plants.close()
+        info = {"id": sid, "slug": "synthetic-bench", "version": "1.1.3",
+                "projectID": f"{rng.getrandbits(160):040x}", "directory": "/home/dev/app",
+                "title": "Synthetic benchmark session",
+                "time": {"created": int(start * 1000), "updated": int(clock.t * 1000)},
+                "summary": {"additions": 0, "deletions": 0, "files": 0}}
+        head = orjson.dumps({"info": info, "messages": []}, option=orjson.OPT_INDENT_2)
+        assert head.endswith(b"[]\n}")
+        size = 0
+        with open(out_dir / rel, "wb") as fh, open(body_path, "rb") as body:
+            parts = (head[:-3] + b"\n", b"\n  ]\n}\n") if not first else (head[:-3], b"[]\n}\n")
+            fh.write(parts[0])
+            shutil.copyfileobj(body, fh, 1 << 22)
+            fh.write(parts[1])
+            size = fh.tell()
+        body_path.unlink()
+        return Written(rel, "opencode-export", sid, turns, size, plants.entries)
 
     def assistant(self, r: Reply, sid: str, parent: str, clock: Clock, plants: Plants) -> dict:
         t0 = clock.tick()
@@ -533,7 +566,7 @@ class ClaudeWriter:
     def __init__(self, rng: random.Random, blobs: Blobs) -> None:
         self.rng, self.blobs = rng, blobs
 
-    def write(self, exchanges: list[Exchange], out_dir: Path, rel_dir: str) -> Written:
+    def write(self, exchanges: Iterable[Exchange], out_dir: Path, rel_dir: str) -> Written:
         rng, clock = self.rng, Clock(self.rng)
         sid = uuid_of(rng)
         rel = f"{rel_dir}/{sid}.jsonl"
@@ -541,7 +574,7 @@ class ClaudeWriter:
         env = {"isSidechain": False, "userType": "external", "cwd": "/home/dev/app",
                "sessionId": sid, "version": "2.1.97", "gitBranch": "main"}
         parent: list[str | None] = [None]
-        size = 0
+        size = turns = 0
         dumps = orjson.dumps
         with open(out_dir / rel, "wb") as fh:
             def line(rec: dict) -> str:
@@ -556,6 +589,7 @@ class ClaudeWriter:
                 return u
 
             for ex in exchanges:
+                turns += ex.turns()
                 plants.start()
                 clock.tick(5, 120)
                 snap = {"type": "file-history-snapshot", "messageId": uuid_of(rng),
@@ -569,7 +603,6 @@ class ClaudeWriter:
                 for r in ex.replies:
                     self.reply(r, line, plants)
                 plants.close()
-        turns = sum(x.turns() for x in exchanges)
         return Written(rel, "claude-code", sid, turns, size, plants.entries)
 
     def reply(self, r: Reply, line, plants: Plants) -> None:
@@ -672,14 +705,13 @@ class CodexWriter:
     def __init__(self, rng: random.Random, blobs: Blobs) -> None:
         self.rng, self.blobs = rng, blobs
 
-    def write(self, exchanges: list[Exchange], out_dir: Path, rel_dir: str) -> Written:
+    def write(self, exchanges: Iterable[Exchange], out_dir: Path, rel_dir: str) -> Written:
         rng, clock = self.rng, Clock(self.rng)
         sid = uuid_of(rng)
         stamp = datetime.fromtimestamp(clock.t, timezone.utc).strftime("%Y-%m-%dT%H-%M-%S")
         rel = f"{rel_dir}/rollout-{stamp}-{sid}.jsonl"
         plants = Plants(rel, sid)
-        size = 0
-        n = 0
+        size = n = turns = 0
         dumps = orjson.dumps
         with open(out_dir / rel, "wb") as fh:
             def line(kind: str, payload: dict, mark: str | None = None, lo=0.05, hi=3.0) -> None:
@@ -700,6 +732,7 @@ class CodexWriter:
                  "\n  <approval_policy>on-request</approval_policy>\n  <sandbox_mode>workspace-"
                  "write</sandbox_mode>\n  <shell>bash</shell>\n</environment_context>"}]})
             for ex in exchanges:
+                turns += ex.turns()
                 plants.start()
                 line("event_msg", {"type": "task_started", "model_context_window": 272000},
                      lo=5, hi=120)
@@ -720,7 +753,6 @@ class CodexWriter:
                 line("event_msg", {"type": "task_complete", "last_agent_message": last_text},
                      empty[0] if empty else None)
                 plants.close()
-        turns = sum(x.turns() for x in exchanges)
         return Written(rel, "codex", sid, turns, size, plants.entries)
 
     def reply(self, r: Reply, line) -> None:

@@ -62,11 +62,14 @@ TIMEOUT = 600.0
 
 # --- data --------------------------------------------------------------------------------------
 
-def dataset(root: Path, name: str, sessions: int, turns: int, target_mb: float) -> dict:
+def dataset(root: Path, name: str, sessions: int, turns: int, target_mb: float,
+            formats: tuple[str, ...] = FORMATS) -> dict:
     """The manifest of a generated dataset, generating it when missing or stale."""
     out = root / name
     params = {"sessions": sessions, "turns": turns, "target_mb": target_mb, "seed": SEED,
               "generator": hashlib.blake2b((BENCH / "generate.py").read_bytes()).hexdigest()}
+    if formats != FORMATS:  # the all-format key stays what it was, so caches stay valid
+        params["formats"] = list(formats)
     stamp = out / "params.json"
     if stamp.is_file() and orjson.loads(stamp.read_bytes()) == params:
         return orjson.loads((out / "planted.json").read_bytes())
@@ -74,7 +77,7 @@ def dataset(root: Path, name: str, sessions: int, turns: int, target_mb: float) 
         shutil.rmtree(out)
     t = time.perf_counter()
     print(f"generating {name} ...", file=sys.stderr, flush=True)
-    m = generate(list(FORMATS), sessions, turns, out, SEED, target_mb,
+    m = generate(list(formats), sessions, turns, out, SEED, target_mb,
                  log=lambda s: print(s, file=sys.stderr, flush=True))
     print(f"  {m['sessions']} sessions, {m['bytes'] / 1e6:.0f} MB in "
           f"{time.perf_counter() - t:.0f} s", file=sys.stderr)
@@ -282,7 +285,8 @@ def row(dataset: str, stage: str, r: dict, nbytes: int, turns: int, floor_s: flo
     return out
 
 
-def measure(plan: dict, root: Path, repeat: int, workers: int) -> dict:
+def measure(plan: dict, root: Path, repeat: int, workers: int,
+            formats: tuple[str, ...] = FORMATS) -> dict:
     linear = all(role == "linear" for *_x, role in plan.values())
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="run-", dir=root))
@@ -295,13 +299,15 @@ def measure(plan: dict, root: Path, repeat: int, workers: int) -> dict:
     sizes: dict[str, dict] = {}
     try:
         for name, (sessions, turns, target_mb, role) in plan.items():
-            data[name] = m = dataset(root, name, sessions, turns, target_mb)
+            data[name] = m = dataset(root, name, sessions, turns, target_mb,
+                                     formats if role == "linear" else FORMATS)
             base = root / name
             quick_long = role == "linear"  # floor, ingest and scan only, once
             if quick_long:
                 role = "long"
             groups = ([(f"{name}/{fmt}", [f for f in m["files"] if f["format"] == fmt])
-                       for fmt in FORMATS] if role == "long" else [(name, m["files"])])
+                       for fmt in FORMATS if any(f["format"] == fmt for f in m["files"])]
+                      if role == "long" else [(name, m["files"])])
             all_incidents: list[dict] = []
             scanned = True
             for label, files in groups:
@@ -568,6 +574,9 @@ def main(argv: list[str] | None = None) -> None:
                     metavar="TURNS,...", help="instead: one session per format at each length "
                     f"(default {','.join(map(str, LINEAR_TURNS))}), floor, ingest and scan: "
                     "is the cost linear in session length")
+    ap.add_argument("--format", choices=FORMATS, action="append", dest="formats",
+                    help="with --linear: only this format (repeatable; default all three), "
+                    "e.g. to measure 1M-record sessions one format at a time")
     ap.add_argument("--timeout", type=float, help="seconds before a stage is killed "
                     "(default 120 with --quick, else 600)")
     args = ap.parse_args(argv)
@@ -580,7 +589,8 @@ def main(argv: list[str] | None = None) -> None:
         TIMEOUT = args.timeout or 3600.0
     load_before = os.getloadavg()[0]
     start = machine()
-    result = measure(plan, args.data, args.repeat, args.workers)
+    formats = tuple(f for f in FORMATS if f in (args.formats or FORMATS))
+    result = measure(plan, args.data, args.repeat, args.workers, formats)
     result["machine"]["load_avg_1m_before"] = round(load_before, 2)
     result["machine"]["date"] = start["date"]
     if start["commit"] != result["machine"]["commit"]:
