@@ -15,7 +15,9 @@ and every planted incident with its rule slug, the anchor a finding should carry
 anchors of the exchange holding it (``block``), so a finding of that rule anywhere in the
 block counts as found even when a reader anchors a grouped message on a different line.
 
-Per session and per 1,000 turns, four plants (one per rule, each framed by normal exchanges):
+Per session and per 1,000 turns, one plant per rule, each framed by normal exchanges (the
+anchor each finding must carry follows docs/rules.md; ``PLANT_NOTES`` says how each format
+records each plant, and is copied into ``planted.json``):
 
 * ``empty-response``: the user asks, the reply has no text and no call, the user writes again.
 * ``user-resend``: the user asks, the reply is empty, the user sends the same words again
@@ -23,9 +25,30 @@ Per session and per 1,000 turns, four plants (one per rule, each framed by norma
 * ``duplicate-launch``: a server is started in the background and a health check says it is up;
   in the next exchange the same command is run again with nothing killing the first.
 * ``ignored-tool-error``: a build exits non-zero and the reply claims it worked.
+* ``unverified-claim``: tests fail and the reply names the failure; in the next exchange the
+  summary says "All tests pass." (anchor: that message). Then a fix, a green run and the same
+  claim, true this time (a near-miss).
+* ``retry-loop``: the same build fails three times with nothing between (anchor: the third
+  call), the reply says so; after an edit it builds (a rerun after an edit is no loop).
+* ``dangling-call``: a lint call never gets a result while the assistant goes on (anchor: the
+  call).
+* ``user-correction``: "That's wrong: … was already right" after the assistant's edit (anchor:
+  the user's message); before it, a "No, make it 512" that answers the assistant's question.
+* ``interrupted-turn``: the user stops a running command (anchor: the stop's own record; the
+  call inside the stopped turn is no dangling call).
+* ``provider-error``: the provider fails the request (overloaded); the user moves on.
+* ``context-compaction``: the harness compacts the context as an exchange starts (anchor: the
+  boundary record).
 
 Normal exchanges also hold failures that are dealt with (a failing test named in the next
 reply and re-run), which a correct rule must not flag.
+
+A session holds at least one plant set (about 90 turns) and a normal exchange before and after
+every plant, so a session asked for fewer turns than that gets brief normal exchanges (one tool
+step) to frame its plants, about 140 turns in all.
+
+Generation streams: a writer holds one exchange at a time, so a 1M-turn session takes as little
+memory as a 1k one (about 35 MB).
 """
 
 from __future__ import annotations
@@ -46,8 +69,36 @@ from pathlib import Path
 import orjson
 
 FORMATS = ("opencode-export", "claude-code", "codex")
-CALL_RULES = frozenset({"duplicate-launch", "ignored-tool-error"})
+CALL_RULES = frozenset({"duplicate-launch", "ignored-tool-error", "retry-loop", "dangling-call"})
 """Rules whose findings anchor on the record of the call (docs/rules.md), not the message."""
+PLANT_NOTES = {
+    "dangling-call": {
+        "opencode-export": "tool part left status 'running' in a finished message",
+        "claude-code": "tool_use line with no tool_result line",
+        "codex": "function_call line with no function_call_output"},
+    "interrupted-turn": {
+        "opencode-export": "assistant message with MessageAbortedError, its bash part "
+                           "'Tool execution aborted', no step-finish (anchor: the message)",
+        "claude-code": "tool_result '[Request interrupted by user for tool use]' (is_error), "
+                       "then the user text line of the same words (anchor: that line)",
+        "codex": "function_call with no output, then event_msg turn_aborted (anchor: that "
+                 "line; no task_complete)"},
+    "provider-error": {
+        "opencode-export": "assistant message with error APIError 529 Overloaded, only a "
+                           "step-start part (anchor: the message)",
+        "claude-code": "<synthetic> assistant line with isApiErrorMessage, 'API Error: 529 …'",
+        "codex": "event_msg error (anchor: that line). Codex persists error events only with "
+                 "extended history (formats.md section 5): a default-mode rollout cannot "
+                 "express a provider error; these rollouts are otherwise default-mode"},
+    "context-compaction": {
+        "opencode-export": "user message with a compaction part (anchor), then the summary "
+                           "assistant message (summary: true), before the prompt",
+        "claude-code": "system compact_boundary line (anchor), then the isCompactSummary user "
+                       "line, before the prompt",
+        "codex": "compacted line (anchor) and event_msg context_compacted (one compaction), "
+                 "inside the turn after the prompt"},
+}
+"""How each format records the plants whose shape differs by format (copied to planted.json)."""
 
 # --- Corpus statistics -------------------------------------------------------------------------
 # Measured once with `python bench/corpus_stats.py /work/shared/corpus` (43 real sessions, 62 MB:
@@ -89,6 +140,7 @@ MULTI_CALL_RATE = 0.15  # opencode replies with >1 tool part (q90 = 3 calls)
 HANDLED_FAILURE_RATE = 0.03  # shell calls that fail and are dealt with in the next reply
 PROGRESS_PER_SHELL = 2  # Claude Code bash_progress lines per Bash call (1,915 for ~1,000 calls)
 HOOK_PROGRESS_RATE = 0.5  # hook_progress lines per tool call (1,645 for 3,152 calls)
+INTERRUPTED = "[Request interrupted by user"  # Claude Code's interrupt text, before its "]"
 TURNS_PER_PLANT_SET = 1000  # one plant of each rule per this many turns (at least one set)
 
 # --- Text --------------------------------------------------------------------------------------
@@ -164,6 +216,8 @@ class Call:
     output: str = ""
     exit: int = 0
     call_id: str = ""
+    dangling: bool = False  # no result record at all (dangling-call)
+    interrupted: bool = False  # the user stopped it while it ran (interrupted-turn)
 
 
 @dataclass(slots=True)
@@ -172,6 +226,9 @@ class Reply:
     reasoning: str = ""
     calls: list[Call] = field(default_factory=list)
     mark: str | None = None  # rule slug whose finding should anchor on this reply
+    event: str | None = None
+    """``interrupt``: the user stopped the reply (it ends the exchange); ``provider-error``: the
+    provider failed the request, the reply is the error. The mark goes on the event's record."""
 
 
 @dataclass(slots=True)
@@ -181,9 +238,12 @@ class Exchange:
     user: str
     replies: list[Reply]
     user_mark: str | None = None  # rule slug whose finding should anchor on the prompt
+    compaction: bool = False  # the harness compacted the context here (its boundary is marked)
 
     def turns(self) -> int:
-        return 1 + sum(1 + len(r.calls) for r in self.replies)
+        return 1 + self.compaction + sum(
+            1 + sum(not c.dangling for c in r.calls) + (r.event == "interrupt")
+            for r in self.replies)
 
 
 _OK_COMMANDS = (
@@ -257,9 +317,9 @@ class Planner:
                      if rng.random() < REASONING_RATE[self.fmt] else "")
         return Reply(text=text, reasoning=reasoning, calls=calls)
 
-    def normal(self) -> Exchange:
+    def normal(self, max_steps: int = 40) -> Exchange:
         rng = self.rng
-        steps = min(40, int(rng.expovariate(1 / TOOLS_PER_PROMPT)))
+        steps = min(max_steps, int(rng.expovariate(1 / TOOLS_PER_PROMPT)))
         replies: list[Reply] = []
         for _ in range(steps):
             n = 1 + (rng.random() < MULTI_CALL_RATE) * rng.randint(1, 2)
@@ -334,6 +394,115 @@ class Planner:
             Reply(text="All set: the page is built and ready to use."),
         ])]
 
+    def plant_unverified(self) -> list[Exchange]:
+        """Tests fail (named, so handled), and a later turn's summary says they pass; after a fix
+        and a green run the same claim is true (the near-miss a correct rule leaves alone)."""
+        w, t = self.word(), self.word()
+        cmd = f"python -m pytest -q tests/test_{w}.py"
+        out = (f"..F.....\nFAILED tests/test_{w}.py::test_{t} - AssertionError: assert 5 == 4\n"
+               f"1 failed, 7 passed in 0.51s\n")
+        return [
+            Exchange(f"Run the {w} tests and tell me what fails.", [
+                Reply(calls=[Call("shell", command=cmd, output=out, exit=1)]),
+                Reply(text=f"test_{t} fails with an AssertionError (exit code 1) in "
+                           f"tests/test_{w}.py: it expects 4 where the code returns 5."),
+            ]),
+            Exchange(f"Leave test_{t} for now and write the summary for the pull request.", [
+                Reply(text=f"Summary: the {w} module now reads the {t} field. All tests pass.",
+                      mark="unverified-claim"),
+            ]),
+            Exchange(f"Fix test_{t} and run the {w} tests again.", [
+                Reply(calls=[Call("edit", path=f"src/{w}.py", old="return 5", new="return 4",
+                                  output=f"Edited src/{w}.py")]),
+                Reply(calls=[Call("shell", command=cmd, output="........\n8 passed in 0.49s\n")]),
+                Reply(text=f"Fixed src/{w}.py: all tests pass now (8 passed)."),
+            ]),
+        ]
+
+    def plant_retry(self) -> list[Exchange]:
+        """The same build fails three times with nothing between; then, after an edit, it builds
+        (a rerun after an edit is not a loop)."""
+        w = self.word()
+        cmd = f"cargo build -p {w}"
+        out = (f"error[E0308]: mismatched types\n --> src/{w}.rs:12:5\n"
+               f"error: could not compile `{w}` due to 1 previous error\n")
+        fail = lambda: Call("shell", command=cmd, output=out, exit=101)  # noqa: E731
+        return [
+            Exchange(f"Build the {w} crate.", [
+                Reply(text=f"Building the {w} crate.", calls=[fail()]),
+                Reply(calls=[fail()]),
+                Reply(calls=[fail()], mark="retry-loop"),
+                Reply(text=f"cargo build still fails with error[E0308] (mismatched types) in "
+                           f"src/{w}.rs, exit code 101: should the field be a u64?"),
+            ]),
+            Exchange("Yes, make it a u64.", [
+                Reply(calls=[Call("edit", path=f"src/{w}.rs", old="i32", new="u64",
+                                  output=f"Edited src/{w}.rs")]),
+                Reply(calls=[Call("shell", command=cmd,
+                                  output=f"   Compiling {w} v0.1.0\n    Finished dev profile\n")]),
+                Reply(text=f"The {w} crate builds now, with the field as a u64."),
+            ]),
+        ]
+
+    def plant_dangling(self) -> list[Exchange]:
+        """A call whose result never comes back while the assistant goes on."""
+        w = self.word()
+        return [Exchange(f"Lint the {w} module.", [
+            Reply(text=f"Running the linter on src/{w}.ts.",
+                  calls=[Call("shell", command=f"npx eslint src/{w}.ts", dangling=True)],
+                  mark="dangling-call"),
+            Reply(calls=[Call("read", path=f"src/{w}.ts",
+                              output=self.blobs.text_of(self.rng, 400))]),
+            Reply(text=f"The linter never answered, so I read src/{w}.ts instead: nothing "
+                       f"stands out."),
+        ])]
+
+    def plant_correction(self) -> list[Exchange]:
+        """The user says the assistant's change was wrong; before it, a "No, …" that answers
+        the assistant's own question (not a correction)."""
+        w = self.word()
+        return [
+            Exchange(f"Add a cache to the {w} handler.", [
+                Reply(text="Should the cache keep the default of 128 entries?"),
+            ]),
+            Exchange("No, make it 512 entries.", [
+                Reply(calls=[Call("edit", path=f"src/{w}.py", old="cache = None",
+                                  new="cache = LRU(512)", output=f"Edited src/{w}.py")]),
+                Reply(text=f"Added a 512-entry cache to the {w} handler in src/{w}.py."),
+            ]),
+            Exchange(f"Now tidy up the {w} config.", [
+                Reply(calls=[Call("edit", path=f"config/{w}.toml", old="port = 8000",
+                                  new="port = 9000", output=f"Edited config/{w}.toml")]),
+                Reply(text=f"Tidied config/{w}.toml: the port is 9000 now."),
+            ]),
+            Exchange(f"That's wrong: the port in config/{w}.toml was already right. Put 8000 "
+                     f"back.", [
+                Reply(calls=[Call("edit", path=f"config/{w}.toml", old="port = 9000",
+                                  new="port = 8000", output=f"Edited config/{w}.toml")]),
+                Reply(text=f"Put port 8000 back in config/{w}.toml."),
+            ], user_mark="user-correction"),
+        ]
+
+    def plant_interrupt(self) -> list[Exchange]:
+        """The user stops a running command; the call inside the stopped turn is no dangling
+        call. The user then asks for something else."""
+        w = self.word()
+        return [Exchange(f"Run the {w} end-to-end suite.", [
+            Reply(text="Running the end-to-end suite.",
+                  calls=[Call("shell", command=f"npm run e2e -- {w}", interrupted=True)],
+                  event="interrupt", mark="interrupted-turn"),
+        ])]
+
+    def plant_provider_error(self) -> list[Exchange]:
+        """The provider fails the request (overloaded); the user moves on."""
+        return [Exchange(self.prompt(), [Reply(event="provider-error", mark="provider-error")])]
+
+    def plant_compaction(self) -> list[Exchange]:
+        """The harness compacts the context as a normal exchange starts."""
+        ex = self.normal(max_steps=3)
+        ex.compaction = True
+        return [ex]
+
     def session(self, turns: int) -> Iterator[Exchange]:
         """Normal exchanges up to ``turns`` typed turns, with plant sets spread through them.
 
@@ -346,7 +515,9 @@ class Planner:
         plants: list[list[Exchange]] = []
         for _ in range(sets):
             for make in (self.plant_empty, self.plant_resend, self.plant_duplicate,
-                         self.plant_ignored):
+                         self.plant_ignored, self.plant_unverified, self.plant_retry,
+                         self.plant_dangling, self.plant_correction, self.plant_interrupt,
+                         self.plant_provider_error, self.plant_compaction):
                 plants.append(make())
         self.rng.shuffle(plants)
         budget = turns - sum(x.turns() for p in plants for x in p)
@@ -354,23 +525,28 @@ class Planner:
         replay.fmt, replay.blobs, replay.cursor = self.fmt, self.blobs, self.cursor
         replay.rng = random.Random()
         replay.rng.setstate(self.rng.getstate())
-        count = 0
-        while budget > 0 or count < len(plants) + 1:
+        full = 0
+        while budget > 0:
             budget -= self.normal().turns()
-            count += 1
-        # Distinct slots in 1..count: a normal exchange before and after every plant.
+            full += 1
+        # A normal exchange before and after every plant: when the turn budget is spent (a
+        # short session), the ones still missing are brief (at most one tool step).
+        count = max(full, len(plants) + 1)
+        for _ in range(count - full):
+            self.normal(max_steps=1)
+        # Distinct slots in 1..count-1: plants never first or last, never side by side.
         slots = sorted(self.rng.sample(range(1, count), len(plants)))
-        return self._interleave(replay, count, slots, plants)
+        return self._interleave(replay, full, count, slots, plants)
 
     @staticmethod
-    def _interleave(replay: "Planner", count: int, slots: list[int],
+    def _interleave(replay: "Planner", full: int, count: int, slots: list[int],
                     plants: list[list[Exchange]]) -> Iterator[Exchange]:
         slots = slots[::-1]
         for i in range(count):
             while slots and slots[-1] == i:
                 slots.pop()
                 yield from plants.pop()
-            yield replay.normal()
+            yield replay.normal() if i < full else replay.normal(max_steps=1)
 
 
 # --- Writers: one per format -------------------------------------------------------------------
@@ -465,6 +641,8 @@ class OpencodeWriter:
             for ex in exchanges:
                 turns += ex.turns()
                 plants.start()
+                if ex.compaction:
+                    self.compaction(sid, clock, plants, message)
                 t = clock.tick(5, 120)
                 uid = self.oid("msg", t)
                 plants.anchor(uid, ex.user_mark)
@@ -517,6 +695,21 @@ class OpencodeWriter:
             call_id = "toolu_" + "".join(self.rng.choices(_B62, k=24))
             parts.append({"id": pid, "sessionID": sid, "messageID": mid, "type": "tool",
                           "callID": call_id, **self.tool(c, t1, t2)})
+        if r.event:  # no step-finish: the step never finished
+            error = ({"name": "MessageAbortedError",
+                      "data": {"message": "The operation was aborted."}}
+                     if r.event == "interrupt" else
+                     {"name": "APIError", "data": {"message": "Overloaded", "statusCode": 529,
+                                                   "isRetryable": True}})
+            tokens = {"input": 0, "output": 0, "reasoning": 0, "cache": {"read": 0, "write": 0}}
+            return {"info": {"id": mid, "sessionID": sid, "role": "assistant",
+                             "time": {"created": int(t0 * 1000),
+                                      "completed": int(clock.tick() * 1000)},
+                             "error": error, "parentID": parent, "modelID": "claude-sonnet-4-5",
+                             "providerID": "anthropic", "mode": "build", "agent": "build",
+                             "path": {"cwd": "/home/dev/app", "root": "/home/dev/app"},
+                             "cost": 0, "tokens": tokens},
+                    "parts": parts}
         finish = "tool-calls" if r.calls else "stop"
         out_tokens = 0 if not (r.text or r.calls or r.reasoning) else 20 + len(r.text) // 4
         tokens = {"input": 12000, "output": out_tokens, "reasoning": 0,
@@ -532,9 +725,46 @@ class OpencodeWriter:
                          "cost": 0.01, "tokens": tokens, "finish": finish},
                 "parts": parts}
 
+    def compaction(self, sid: str, clock: Clock, plants: Plants, message) -> None:
+        """opencode's compaction: a user message holding a ``compaction`` part (marked: the
+        boundary), then the assistant's summary message (``summary: true``)."""
+        t = clock.tick(5, 60)
+        cid = self.oid("msg", t)
+        plants.anchor(cid, "context-compaction")
+        message({"info": {"id": cid, "sessionID": sid, "role": "user",
+                          "time": {"created": int(t * 1000)}, "agent": "build",
+                          "model": {"providerID": "anthropic", "modelID": "claude-sonnet-4-5"}},
+                 "parts": [{"id": self.oid("prt", t), "sessionID": sid, "messageID": cid,
+                            "type": "compaction", "auto": True}]})
+        t0 = clock.tick()
+        mid = self.oid("msg", t0)
+        plants.anchor(mid)
+        summary = "Summary of the work so far: " + self.blobs.text_of(self.rng, 600)
+        tokens = {"input": 150000, "output": 900, "reasoning": 0,
+                  "cache": {"read": 0, "write": 0}}
+        message({"info": {"id": mid, "sessionID": sid, "role": "assistant",
+                          "time": {"created": int(t0 * 1000),
+                                   "completed": int(clock.tick() * 1000)},
+                          "parentID": cid, "modelID": "claude-sonnet-4-5",
+                          "providerID": "anthropic", "mode": "compaction", "agent": "compaction",
+                          "summary": True, "path": {"cwd": "/home/dev/app",
+                                                    "root": "/home/dev/app"},
+                          "cost": 0.02, "tokens": tokens, "finish": "stop"},
+                 "parts": [{"id": self.oid("prt", t0), "sessionID": sid, "messageID": mid,
+                            "type": "text", "text": summary}]})
+
     @staticmethod
     def tool(c: Call, t1: float, t2: float) -> dict:
         times = {"start": int(t1 * 1000), "end": int(t2 * 1000)}
+        if c.dangling or c.interrupted:
+            tool = {"shell": "bash", "plan": "todowrite"}.get(c.kind, c.kind)
+            inp = {"command": c.command, "description": "Run it"} if c.kind == "shell" else {}
+            if c.interrupted:  # the processor rewrites an aborted turn's unfinished tools
+                return {"tool": tool, "state": {"status": "error", "input": inp,
+                                                "error": "Tool execution aborted",
+                                                "time": times}}
+            return {"tool": tool, "state": {"status": "running", "input": inp,
+                                            "title": "Run it", "time": {"start": times["start"]}}}
         if c.kind == "shell":
             return {"tool": "bash", "state": {
                 "status": "completed", "input": {"command": c.command, "description": "Run it"},
@@ -598,6 +828,8 @@ class ClaudeWriter:
                 b = dumps(snap) + b"\n"
                 size += len(b)
                 fh.write(b)
+                if ex.compaction:
+                    self.compaction(line, plants)
                 u = line({"type": "user", "message": {"role": "user", "content": ex.user}})
                 plants.anchor(u, ex.user_mark)
                 for r in ex.replies:
@@ -605,10 +837,33 @@ class ClaudeWriter:
                 plants.close()
         return Written(rel, "claude-code", sid, turns, size, plants.entries)
 
+    def compaction(self, line, plants: Plants) -> None:
+        """The ``compact_boundary`` system line (marked), then the summary as a user line."""
+        u = line({"type": "system", "subtype": "compact_boundary",
+                  "content": "Conversation compacted", "isMeta": False, "level": "info",
+                  "compactMetadata": {"trigger": "auto", "preTokens": 155000}})
+        plants.anchor(u, "context-compaction")
+        u = line({"type": "user", "isCompactSummary": True, "isVisibleInTranscriptOnly": True,
+                  "message": {"role": "user", "content": "This session is being continued from "
+                              "a previous conversation that ran out of context. The "
+                              "conversation is summarized below:\n"
+                              + self.blobs.text_of(self.rng, 600)}})
+        plants.anchor(u)
+
     def reply(self, r: Reply, line, plants: Plants) -> None:
         rng = self.rng
         mid = "msg_01" + "".join(rng.choices(_B62, k=22))
         req = "req_011" + "".join(rng.choices(_B62, k=21))
+        if r.event == "provider-error":  # the harness's own <synthetic> line, nothing else
+            error = ('API Error: 529 {"type":"error","error":{"type":"overloaded_error",'
+                     '"message":"Overloaded"},"request_id":null}')
+            u = line({"type": "assistant", "isApiErrorMessage": True, "message": {
+                "id": uuid_of(rng), "container": None, "model": "<synthetic>", "role": "assistant",
+                "stop_reason": "stop_sequence", "stop_sequence": "", "type": "message",
+                "usage": {"input_tokens": 0, "output_tokens": 0},
+                "content": [{"type": "text", "text": error}]}})
+            plants.anchor(u, r.mark)
+            return
         blocks: list[dict] = []
         if r.reasoning:
             blocks.append({"type": "thinking", "thinking": r.reasoning,
@@ -639,9 +894,18 @@ class ClaudeWriter:
                 "model": "claude-sonnet-4-5-20250929", "id": mid, "type": "message",
                 "role": "assistant", "content": [b], "stop_reason": stop,
                 "stop_sequence": None, "usage": usage}})
-            plants.anchor(u, r.mark if i == marked else None)
+            plants.anchor(u, r.mark if i == marked and not r.event else None)
+        stopped = INTERRUPTED + (" for tool use" if r.calls else "") + "]"
         for c, cid in zip(r.calls, ids):
+            if c.dangling:
+                continue
             self.progress(c, cid, line)
+            if c.interrupted:
+                u = line({"type": "user", "message": {"role": "user", "content": [
+                    {"tool_use_id": cid, "type": "tool_result", "content": stopped,
+                     "is_error": True}]}, "toolUseResult": f"Error: {stopped}"})
+                plants.anchor(u)
+                continue
             failed = c.exit != 0
             content = f"Exit code {c.exit}\n{c.output}" if failed else c.output
             u = line({"type": "user",
@@ -650,6 +914,10 @@ class ClaudeWriter:
                            "is_error": failed}]},
                       "toolUseResult": self.tool_result(c, content)})
             plants.anchor(u)
+        if r.event == "interrupt":  # the interrupt line is the stop's own record
+            u = line({"type": "user", "message": {"role": "user", "content": [
+                {"type": "text", "text": stopped}]}})
+            plants.anchor(u, r.mark)
 
     def progress(self, c: Call, cid: str, line) -> None:
         """``progress`` bookkeeping lines: a quarter of real Claude Code records, 9 % of bytes."""
@@ -744,14 +1012,23 @@ class CodexWriter:
                 line("response_item", {"type": "message", "role": "user", "content": [
                     {"type": "input_text", "text": ex.user}]}, ex.user_mark)
                 line("event_msg", {"type": "user_message", "message": ex.user, "images": []})
+                if ex.compaction:  # Codex compacts inside the turn: two records, one event
+                    line("compacted", {"message": "Summary of the work so far: "
+                                       + self.blobs.text_of(rng, 600)}, "context-compaction")
+                    line("event_msg", {"type": "context_compacted"})
                 last_text = None
                 for r in ex.replies:
                     self.reply(r, line)
                     if r.text:
                         last_text = r.text
-                empty = [r.mark for r in ex.replies if r.mark == "empty-response"]
-                line("event_msg", {"type": "task_complete", "last_agent_message": last_text},
-                     empty[0] if empty else None)
+                if ex.replies and ex.replies[-1].event == "interrupt":
+                    # turn_aborted ends the turn: no task_complete
+                    line("event_msg", {"type": "turn_aborted", "reason": "interrupted"},
+                         ex.replies[-1].mark)
+                else:
+                    empty = [r.mark for r in ex.replies if r.mark == "empty-response"]
+                    line("event_msg", {"type": "task_complete", "last_agent_message": last_text},
+                         empty[0] if empty else None)
                 plants.close()
         return Written(rel, "codex", sid, turns, size, plants.entries)
 
@@ -759,7 +1036,11 @@ class CodexWriter:
         rng = self.rng
         # The mark goes on the reply's first line, where a reader anchors the assistant turn,
         # or on its first call's line for a rule about a call (docs/rules.md).
-        pending = [r.mark if r.mark != "empty-response" else None]
+        if r.event == "provider-error":  # an error event, no response item
+            line("event_msg", {"type": "error", "message": "stream error: exceeded retry limit, "
+                               "last status: 529 Overloaded"}, r.mark)
+            return
+        pending = [r.mark if r.mark not in ("empty-response", "interrupted-turn") else None]
         if r.mark in CALL_RULES and r.calls:
             call_mark, pending[0] = pending[0], None
         else:
@@ -782,7 +1063,7 @@ class CodexWriter:
             cid = "call_" + "".join(rng.choices(_B62, k=24))
             self.call(c, cid, line, call_mark or mark())
             call_mark = None
-        if r.text or r.calls:
+        if (r.text or r.calls) and not r.event:
             line("event_msg", {"type": "token_count", "info": {
                 "total_token_usage": {"input_tokens": 9120, "cached_input_tokens": 7936,
                                       "output_tokens": 412, "reasoning_output_tokens": 256,
@@ -817,6 +1098,8 @@ class CodexWriter:
                              "timeout_ms": 120000}).decode()
         line("response_item", {"type": "function_call", "name": "shell", "arguments": args,
                                "call_id": cid}, mark)
+        if c.dangling or c.interrupted:  # no function_call_output (the abort cut it off)
+            return
         out = orjson.dumps({"output": c.output, "metadata": {
             "exit_code": c.exit, "duration_seconds": round(self.rng.uniform(0.01, 5), 1)}}).decode()
         line("response_item", {"type": "function_call_output", "call_id": cid, "output": out})
@@ -862,7 +1145,9 @@ def generate(formats: list[str], sessions: int, turns: int, out: Path, seed: int
             log(f"  {index} sessions per format, {total / 1e6:.0f} MB, "
                 f"{time.perf_counter() - started:.0f} s")
     manifest = {"seed": seed, "formats": formats, "sessions": len(files), "bytes": total,
-                "turns": sum(f["turns"] for f in files), "files": files, "planted": planted}
+                "turns": sum(f["turns"] for f in files), "files": files, "planted": planted,
+                "plant_notes": {rule: {f: how[f] for f in formats}
+                                for rule, how in PLANT_NOTES.items()}}
     (out / "planted.json").write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
     return manifest
 

@@ -16,7 +16,9 @@ from conftest import REPO
 sys.path.insert(0, str(REPO / "bench"))
 from generate import FORMATS, generate  # noqa: E402
 
-RULES = {"empty-response", "user-resend", "duplicate-launch", "ignored-tool-error"}
+RULES = {"empty-response", "user-resend", "duplicate-launch", "ignored-tool-error",
+         "unverified-claim", "retry-loop", "dangling-call", "user-correction",
+         "interrupted-turn", "provider-error", "context-compaction"}
 READERS = {"opencode-export": "forensics.ingest.opencode_export",
            "claude-code": "forensics.ingest.claude_code", "codex": "forensics.ingest.codex"}
 
@@ -74,8 +76,8 @@ def test_long_session_gets_one_plant_set_per_thousand_turns(tmp_path):
 
 
 def test_target_mb_adds_sessions_until_reached(tmp_path):
-    m = generate(["codex"], 1, 60, tmp_path, seed=3, target_mb=0.5)
-    assert m["bytes"] >= 500_000
+    m = generate(["codex"], 1, 60, tmp_path, seed=3, target_mb=2.0)
+    assert m["bytes"] >= 2_000_000
     assert m["sessions"] > 1
 
 
@@ -105,6 +107,32 @@ def test_reader_loads_generated_sessions_and_finds_the_anchors(archive, fmt):
                 (call,) = turn.tool_calls
                 assert call.command == "npm run build"
                 assert session.result_for(call).exit_code == 2
+            elif p["rule"] == "retry-loop":
+                (call,) = turn.tool_calls
+                assert call.command.startswith("cargo build -p ")
+                assert session.result_for(call).exit_code == 101
+            elif p["rule"] == "dangling-call":
+                # Codex: the next reply's call joins the same assistant turn (no output between)
+                call = next(c for c in turn.tool_calls if c.anchor == p["anchor"]
+                            or len(turn.tool_calls) == 1)
+                assert call.command.startswith("npx eslint ")
+                result = session.result_for(call)
+                # opencode keeps the part, left running; the JSONL formats have no result line
+                assert result is None or not result.output
+            elif p["rule"] == "user-correction":
+                assert turn.kind == "user" and turn.text.startswith("That's wrong")
+            elif p["rule"] == "unverified-claim":
+                assert turn.kind == "assistant" and "All tests pass." in turn.text
+            elif p["rule"] == "interrupted-turn":
+                # the stop's own record: opencode's aborted message, the interrupt line, the
+                # Codex turn_aborted line
+                assert (turn.kind == "assistant" and turn.aborted) if fmt == "opencode-export" \
+                    else turn.event in ("interrupt", "abort")
+            elif p["rule"] == "provider-error":
+                assert (turn.kind == "assistant" and turn.error is not None) if fmt != "codex" \
+                    else turn.event == "api_error"
+            elif p["rule"] == "context-compaction":
+                assert turn.kind == "event" and turn.event == "compaction"
             elif fmt != "codex":  # Codex has no assistant line for an empty turn
                 assert turn.kind == "assistant"
                 assert not turn.visible
@@ -137,3 +165,54 @@ def test_planted_check_counts_found_exact_and_extra():
     # The right anchor in another session neither finds the plant nor hides as found.
     assert (table["duplicate-launch"]["found"], table["duplicate-launch"]["extra"]) == (0, 1)
     assert table["duplicate-launch"]["missed"] == ["a.jsonl L20"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_scan_finds_every_plant_at_its_anchor_and_nothing_else(archive, fmt):
+    """The benchmark's own check on a small archive: the real scan, every rule, every plant."""
+    from forensics.config import Config
+    from forensics.engine import scan_session
+    from forensics.ingest import load
+    from run import check_planted
+
+    out, manifest = archive
+    mine = {"planted": [p for p in manifest["planted"] if p["file"].startswith(
+        {"opencode-export": "opencode/", "claude-code": "claude/", "codex": "codex/"}[fmt])]}
+    incidents = []
+    for f in (x for x in manifest["files"] if x["format"] == fmt):
+        (session,) = load(out / f["file"])
+        result = scan_session(session)
+        assert result.crashes == []
+        incidents += [{"session_id": i.session_id, "rule": i.rule, "anchor": i.anchor,
+                       "source": i.source} for i in result.incidents]
+    table = check_planted(mine, incidents, [r.slug for r in Config().rules()])
+    assert {r for r, c in table.items() if c["planted"]} == RULES
+    for rule, c in table.items():
+        assert (rule, c["found"], c["exact"], c["extra"]) == (rule, c["planted"], c["planted"], 0)
+
+
+def test_unverified_claim_after_an_earlier_green_run_is_found(tmp_path):
+    """Known gap, reported to the lead: FX005 misses the plant when a test run went green
+    after the last edit but *before* the failing run the claim contradicts (rules.md: the
+    last run of the check failed and nothing ran it green after it: high). The rule's
+    passing-output look-back (``_seen_in_output``) starts at the last edit, not after the
+    last failing run. Seen on 5 of 60 plants of the quick bench's archive-60."""
+    import random
+
+    from forensics.engine import scan_session
+    from forensics.ingest import load
+    from generate import Blobs, ClaudeWriter, Exchange, Planner, Reply
+
+    rng, blobs = random.Random(5), Blobs(5)
+    planner = Planner("claude-code", rng, blobs)
+    earlier = Exchange("Fix the failing modal test.",
+                       [*planner.handled_failure(), Reply(text="The modal test is fixed.")])
+    (tmp_path / "claude").mkdir()
+    written = ClaudeWriter(rng, blobs).write([earlier, *planner.plant_unverified()], tmp_path,
+                                             "claude")
+    (plant,) = [p for p in written.planted if p["rule"] == "unverified-claim"]
+    (session,) = load(tmp_path / written.file)
+    found = [i for i in scan_session(session).incidents if i.rule == "unverified-claim"]
+    if not any(i.anchor == plant["anchor"] for i in found):
+        pytest.xfail("FX005 misses a failed last run after an earlier green one (reported)")
+    assert [i.severity for i in found if i.anchor == plant["anchor"]] == ["high"]
