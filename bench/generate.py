@@ -171,15 +171,20 @@ _B64 = string.ascii_letters + string.digits + "+/"
 _B62 = string.ascii_letters + string.digits
 
 
+def words_text(rng: random.Random, size: int) -> str:
+    """About ``size`` characters of random words, a line break every twelve."""
+    words = rng.choices(_WORDS, k=size // 6)
+    for i in range(11, len(words), 12):
+        words[i] += "\n"
+    return " ".join(words)
+
+
 class Blobs:
     """Pre-built random text, sliced by length: generation cost is a slice, not a join."""
 
     def __init__(self, seed: int, size: int = 3_000_000) -> None:
         rng = random.Random(f"blob:{seed}")
-        words = rng.choices(_WORDS, k=size // 6)
-        for i in range(11, len(words), 12):
-            words[i] += "\n"
-        self.text = " ".join(words)
+        self.text = words_text(rng, size)
         self.b64 = "".join(rng.choices(_B64, k=200_000))
 
     def text_of(self, rng: random.Random, n: int) -> str:
@@ -265,6 +270,7 @@ class Planner:
         self.next_port = 10_000  # each duplicate launch has a port of its own
         # Prompts are consecutive slices of the blob: two random slices of long prompts could
         # overlap and make a real near-duplicate that the re-send rule rightly flags.
+        self.prompts = blobs.text
         self.cursor = rng.randrange(len(blobs.text))
 
     def word(self) -> str:
@@ -276,10 +282,12 @@ class Planner:
     def prompt(self) -> str:
         # At least 24 chars so that two prompts are never near-identical.
         n = max(24, draw(self.rng, USER_TEXT[self.fmt]))
-        text = self.blobs.text
-        if self.cursor + n > len(text):
+        if self.cursor + n > len(self.prompts):
+            # Past the end, fresh words: starting the same text again would send the same
+            # prompts again (a real re-send, which FX004 rightly flagged in 100k+ sessions).
+            self.prompts = words_text(random.Random(self.rng.getrandbits(64)), len(self.prompts))
             self.cursor = 0
-        words = text[self.cursor:self.cursor + n]
+        words = self.prompts[self.cursor:self.cursor + n]
         self.cursor += n
         return words.strip() + f" ({self.word()} {self.word()})"
 
@@ -523,6 +531,7 @@ class Planner:
         budget = turns - sum(x.turns() for p in plants for x in p)
         replay = Planner.__new__(Planner)
         replay.fmt, replay.blobs, replay.cursor = self.fmt, self.blobs, self.cursor
+        replay.prompts = self.prompts
         replay.rng = random.Random()
         replay.rng.setstate(self.rng.getstate())
         full = 0
