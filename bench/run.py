@@ -518,8 +518,42 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def linear_table(result: dict) -> str:
+    """One row per format and session length (the docs' table): wall, CPU, peak memory, CPU
+    per turn and its ratio to the shortest session of the same format."""
+    rows = {(r["dataset"], r["stage"]): r for r in result["rows"] if "wall_s" in r}
+    files = result.get("files", {})
+    runs: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for (g, st), r in rows.items():
+        if st == "scan" and "/" in g and r["raw"].get("turns"):
+            runs[g.split("/", 1)[1]].append((r["raw"]["turns"], g))
+    lines = ["| format | turns | records | file MB | floor CPU s | ingest CPU s | ingest peak MB | "
+             "scan wall s | scan CPU s | scan peak MB | scan µs/turn (CPU) | × shortest |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for fmt in FORMATS:
+        base = None
+        for turns, g in sorted(runs.get(fmt, [])):
+            scan, floor, ingest = rows[(g, "scan")], rows.get((g, "floor")), rows.get((g, "ingest"))
+            per = (scan.get("cpu_s") or scan["wall_s"]) / turns * 1e6
+            base = base or per
+            mb = files.get(g, {}).get("bytes", 0) / 1e6
+
+            def num(r, key, fmt_=".2f"):
+                return format(r[key], fmt_) if r and r.get(key) is not None else "–"
+
+            records = (floor or {}).get("raw", {}).get("records")
+            lines.append(f"| {fmt} | {turns:,} | {f'{records:,}' if records else '–'} | "
+                         f"{mb:,.0f} | {num(floor, 'cpu_s')} | "
+                         f"{num(ingest, 'cpu_s')} | {num(ingest, 'peak_rss_mb', ',.0f')} | "
+                         f"{scan['wall_s']:.2f} | {num(scan, 'cpu_s')} | "
+                         f"{num(scan, 'peak_rss_mb', ',.0f')} | {per:.0f} | {per / base:.2f} |")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def summary(result: dict) -> str:
     out = [table(result), ""]
+    if result.get("plan") == "linear" and linear_table(result):
+        out += ["one session per length:", linear_table(result), ""]
     ds = result["datasets"]
     out.append("datasets: " + "; ".join(
         f"{k}: {v['sessions']} sessions, {v['turns']:,} turns generated, "
