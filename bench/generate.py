@@ -48,7 +48,7 @@ every plant, so a session asked for fewer turns than that gets brief normal exch
 step) to frame its plants, about 140 turns in all.
 
 Generation streams: a writer holds one exchange at a time, so a 1M-turn session takes as little
-memory as a 1k one (about 35 MB).
+memory as a 1k one (34 MB for 100k Codex turns, where building the session first took 505 MB).
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@
     python bench/run.py           # ~7 minutes: 10,000-turn sessions, 1,000-session, 1.1 GB archives
     python bench/run.py --json out.json  # also write every number
     python bench/run.py --linear         # one session per format at 10k and 100k turns
+    python bench/run.py --linear 10000,100000,1000000 --format codex   # 1M records, one format
 
 Data is generated (seeded) under ``bench/data/`` on first use and reused while the parameters
 match. Every stage runs in a fresh process (``bench/stages.py``; batch through the CLI) so
@@ -50,9 +51,10 @@ PLANS = {
     },
 }
 LINEAR_TURNS = (10_000, 100_000)
-"""Session lengths of ``--linear``: one session per format at each (``--linear
-10000,100000,300000`` for more: an opencode export of 300k turns needs about 4 GB to parse, and
-1M records about 10 GB to generate and an hour to scan on the shared two-core machine)."""
+"""Session lengths of ``--linear``: one session per format at each. ``--linear
+10000,100000,1000000 --format claude-code`` measures 1M records one format at a time: a
+3.3–3.7 GB JSONL session scans in 3.5–5 CPU minutes and 5–7 GB of memory; a 1M-turn opencode
+export is one 2.6 GB JSON document that orjson parses whole (about ten times that in memory)."""
 SEED = 20261130
 BATCH_REPEAT = 2
 """Batch runs are the noisiest (two cores shared with whatever else runs): best of this many."""
