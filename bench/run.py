@@ -54,7 +54,8 @@ LINEAR_TURNS = (10_000, 100_000)
 """Session lengths of ``--linear``: one session per format at each. ``--linear
 10000,100000,1000000 --format claude-code`` measures 1M records one format at a time: a
 3.3–3.7 GB JSONL session scans in 3.5–5 CPU minutes and 5–7 GB of memory; a 1M-turn opencode
-export is one 2.6 GB JSON document that orjson parses whole (about ten times that in memory)."""
+export is one 2.6 GB JSON document, past the 2 GiB orjson parses at all (its stages fail with
+that message): 750000 is the longest opencode session under the limit."""
 SEED = 20261130
 BATCH_REPEAT = 2
 """Batch runs are the noisiest (two cores shared with whatever else runs): best of this many."""
