@@ -116,6 +116,8 @@ _HEADER_EXIT = re.compile(r"^(?:Exit code:|Process exited with code) (-?\d+)\s*$
 _HEADER_WALL = re.compile(r"^Wall time: ([0-9.]+) seconds", re.M)
 
 EVENT_TEXT_CHARS = 4000
+NORMS_KEPT = 256
+"""Folded texts a reader keeps before it starts again (echoes follow their item closely)."""
 
 
 def read_stream(stream: BinaryIO, source: str) -> list[Session]:
@@ -287,6 +289,9 @@ class _Reader:
         self.call_names: dict[str, str] = {}
         self.results: dict[str, ToolResultTurn] = {}
         self.last_total_tokens: int | None = None
+        self.norms: dict[str, str] = {}
+        """Whitespace-folded form of the texts seen lately: each user message, reasoning summary
+        and assistant text is compared to its echo event, so it is folded once, not per look."""
 
     # -- dispatch ---------------------------------------------------------------------------
 
@@ -324,6 +329,15 @@ class _Reader:
             self.meta, self.meta_line = rec, line  # pre-envelope rollouts: first line is meta
         else:
             self._unknown(line, kind if kind is not None else _type_name(rec.get("type")))
+
+    def _norm(self, text: str) -> str:
+        """``_norm(text)``, folded once per text."""
+        key = self.norms.get(text)
+        if key is None:
+            if len(self.norms) >= NORMS_KEPT:
+                self.norms.clear()
+            key = self.norms[text] = _norm(text)
+        return key
 
     def _unknown(self, line: int, name: str) -> None:
         self.unknown[name] += 1
@@ -373,18 +387,18 @@ class _Reader:
 
     def _carried(self, text: str, pending: list[tuple[int, float | None, str]]) -> None:
         """A response item carried ``text``: drop its waiting echo, or remember it."""
-        key = _norm(text)
+        key = self._norm(text)
         if not key:
             return
         for i, (_, _, waiting) in enumerate(pending):
-            if _norm(waiting) == key:
+            if self._norm(waiting) == key:
                 del pending[i]
                 return
         self.item_texts[key] += 1
 
     def _echo(self, text: str, pending: list, line: int, time: float | None) -> None:
         """An event repeated (or preceded) a response item's text."""
-        key = _norm(text)
+        key = self._norm(text)
         if not key:
             return
         if self.item_texts[key] > 0:
@@ -496,9 +510,10 @@ class _Reader:
         if any(h.startswith(INJECTED_PREFIXES) for h in heads):
             self._event("injected", line, time, text)
             return
-        key = _norm(text)
+        key = self._norm(text)
         for turn in self.recent_users:
-            if _norm(turn.text) == key and turn.line is not None and turn.anchor != f"L{line}":
+            if (self._norm(turn.text) == key and turn.line is not None
+                    and turn.anchor != f"L{line}"):
                 turn.anchor, turn.line, turn.time = f"L{line}", line, time  # prefer the item
                 turn.images = max(turn.images, images)
                 return
@@ -596,9 +611,9 @@ class _Reader:
 
     def _user_event(self, line: int, ev: dict, time: float | None) -> None:
         text = ev.get("message") if isinstance(ev.get("message"), str) else ""
-        key = _norm(text)
+        key = self._norm(text)
         for turn in self.recent_users:
-            if _norm(turn.text) == key:
+            if self._norm(turn.text) == key:
                 return  # the response item already gave this message
         images = sum(len(ev[k]) for k in ("images", "local_images") if isinstance(ev.get(k), list))
         if text.lstrip().startswith(INJECTED_PREFIXES):
