@@ -299,9 +299,13 @@ class _Reader:
         self.records += 1
         time = iso_to_unix(rec.get("timestamp"))
         if time is not None:
-            self.started = time if self.started is None else min(self.started, time)
-            self.ended = time if self.ended is None else max(self.ended, time)
-        kind = _str(rec.get("type"))
+            if self.started is None or time < self.started:
+                self.started = time
+            if self.ended is None or time > self.ended:
+                self.ended = time
+        kind = rec.get("type")
+        if not isinstance(kind, str):  # fuzzed or broken records carry anything as their tag
+            kind = None
         payload = rec.get("payload")
         if "payload" not in rec and isinstance(kind, str) and (
                 kind in STEP_ITEMS or kind in OUTPUT_ITEMS or kind == "message"):
@@ -409,7 +413,9 @@ class _Reader:
     # -- response items ---------------------------------------------------------------------
 
     def _item(self, line: int, item: dict, time: float | None) -> None:
-        kind = _str(item.get("type"))
+        kind = item.get("type")
+        if not isinstance(kind, str):
+            kind = None
         if kind == "message":
             role = item.get("role")
             if role == "assistant":
@@ -557,7 +563,9 @@ class _Reader:
     # -- events -----------------------------------------------------------------------------
 
     def _event_msg(self, line: int, ev: dict, time: float | None) -> None:
-        kind = _str(ev.get("type"))
+        kind = ev.get("type")
+        if not isinstance(kind, str):
+            kind = None
         if kind == "user_message":
             self._user_event(line, ev, time)
         elif kind == "agent_message":
@@ -718,11 +726,6 @@ class _Reader:
             models=list(self.models), project_dir=cwd, title=self.title, parent_id=parent,
             started=started, ended=self.ended, turns=self.turns, issues=self.issues,
             notes=notes)
-
-
-def _str(value: Any) -> str | None:
-    """A record's tag when it is a string (fuzzed or broken records carry anything)."""
-    return value if isinstance(value, str) else None
 
 
 def _list(value: Any) -> list:
