@@ -10,7 +10,7 @@ from __future__ import annotations
 import gc
 import os
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Protocol
@@ -50,15 +50,18 @@ def iter_jsonl(
 ) -> Iterator[tuple[int, dict]]:
     """Yield ``(line_number, record)`` for every JSON object line; record the rest as issues.
 
-    Reads line by line, so memory stays proportional to what the caller keeps.
+    Reads line by line, so memory stays proportional to what the caller keeps. A blank line
+    never parses, so it is recognised only after its parse failed: stripping every line first
+    copied the whole file once more.
     """
     dropped = 0
+    loads = orjson.loads
     for line_no, raw in enumerate(stream, 1):
-        if not raw.strip():
-            continue
         try:
-            obj = orjson.loads(raw)
+            obj = loads(raw)
         except orjson.JSONDecodeError as exc:
+            if not raw.strip():
+                continue  # a blank line (JSON whitespace or not): asked only when parsing failed
             if raw.endswith(b"\n") or not raw.strip().endswith((b"}", b"]")):
                 what = "not valid JSON" if raw.endswith(b"\n") else "truncated last line"
             else:
@@ -100,10 +103,25 @@ def one_record(issues: list[ReadIssue], source: str, line: int | None = None,
     try:
         yield
     except Exception as exc:  # a reader bug on one record must not lose the others
-        prefix = f"{what}: " if what else ""
-        issues.append(ReadIssue(path=source, line=line,
-                                message=f"{prefix}reader crashed on this record: "
-                                        f"{crash_text(exc)}"))
+        issues.append(_crashed(source, line, exc, what))
+
+
+def add_each_line(stream: BinaryIO, source: str, issues: list[ReadIssue],
+                  add: Callable[[int, dict], object]) -> None:
+    """``add(line_number, record)`` for every record of ``iter_jsonl``, each isolated as
+    ``one_record`` does (same issue), with a plain ``try`` instead of a context manager per
+    line: on a log of many small lines the context manager alone cost a tenth of the reader."""
+    for line_no, rec in iter_jsonl(stream, source, issues):
+        try:
+            add(line_no, rec)
+        except Exception as exc:  # a reader bug on one record must not lose the others
+            issues.append(_crashed(source, line_no, exc))
+
+
+def _crashed(source: str, line: int | None, exc: Exception, what: str = "") -> ReadIssue:
+    prefix = f"{what}: " if what else ""
+    return ReadIssue(path=source, line=line,
+                     message=f"{prefix}reader crashed on this record: {crash_text(exc)}")
 
 
 def regular_file(path: str | os.PathLike[str]) -> str | None:

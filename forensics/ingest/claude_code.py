@@ -55,7 +55,7 @@ from collections import Counter
 from typing import Any, BinaryIO
 
 from forensics.errors import IngestError
-from forensics.ingest._source import iter_jsonl, one_record
+from forensics.ingest._source import add_each_line
 from forensics.ingest._text import clip
 from forensics.ingest._time import iso_to_unix
 from forensics.model import (
@@ -115,9 +115,7 @@ EVENT_TEXT_CHARS = 4000
 def read_stream(stream: BinaryIO, source: str) -> list[Session]:
     """The session in one Claude Code JSONL stream."""
     reader = _Reader(source)
-    for line_no, rec in iter_jsonl(stream, source, reader.issues):
-        with one_record(reader.issues, source, line_no):
-            reader.add(line_no, rec)
+    add_each_line(stream, source, reader.issues, reader.add)
     return reader.finish()
 
 

@@ -62,7 +62,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from forensics.errors import IngestError
-from forensics.ingest._source import iter_jsonl, one_record
+from forensics.ingest._source import add_each_line
 from forensics.ingest._text import clip
 from forensics.ingest._time import iso_to_unix
 from forensics.model import (
@@ -116,14 +116,14 @@ _HEADER_EXIT = re.compile(r"^(?:Exit code:|Process exited with code) (-?\d+)\s*$
 _HEADER_WALL = re.compile(r"^Wall time: ([0-9.]+) seconds", re.M)
 
 EVENT_TEXT_CHARS = 4000
+NORMS_KEPT = 256
+"""Folded texts a reader keeps before it starts again (echoes follow their item closely)."""
 
 
 def read_stream(stream: BinaryIO, source: str) -> list[Session]:
     """The session in one Codex rollout stream."""
     reader = _Reader(source)
-    for line_no, rec in iter_jsonl(stream, source, reader.issues):
-        with one_record(reader.issues, source, line_no):
-            reader.add(line_no, rec)
+    add_each_line(stream, source, reader.issues, reader.add)
     return [reader.finish()]
 
 
@@ -289,6 +289,9 @@ class _Reader:
         self.call_names: dict[str, str] = {}
         self.results: dict[str, ToolResultTurn] = {}
         self.last_total_tokens: int | None = None
+        self.norms: dict[str, str] = {}
+        """Whitespace-folded form of the texts seen lately: each user message, reasoning summary
+        and assistant text is compared to its echo event, so it is folded once, not per look."""
 
     # -- dispatch ---------------------------------------------------------------------------
 
@@ -296,9 +299,13 @@ class _Reader:
         self.records += 1
         time = iso_to_unix(rec.get("timestamp"))
         if time is not None:
-            self.started = time if self.started is None else min(self.started, time)
-            self.ended = time if self.ended is None else max(self.ended, time)
-        kind = _str(rec.get("type"))
+            if self.started is None or time < self.started:
+                self.started = time
+            if self.ended is None or time > self.ended:
+                self.ended = time
+        kind = rec.get("type")
+        if not isinstance(kind, str):  # fuzzed or broken records carry anything as their tag
+            kind = None
         payload = rec.get("payload")
         if "payload" not in rec and isinstance(kind, str) and (
                 kind in STEP_ITEMS or kind in OUTPUT_ITEMS or kind == "message"):
@@ -326,6 +333,15 @@ class _Reader:
             self.meta, self.meta_line = rec, line  # pre-envelope rollouts: first line is meta
         else:
             self._unknown(line, kind if kind is not None else _type_name(rec.get("type")))
+
+    def _norm(self, text: str) -> str:
+        """``_norm(text)``, folded once per text."""
+        key = self.norms.get(text)
+        if key is None:
+            if len(self.norms) >= NORMS_KEPT:
+                self.norms.clear()
+            key = self.norms[text] = _norm(text)
+        return key
 
     def _unknown(self, line: int, name: str) -> None:
         self.unknown[name] += 1
@@ -375,18 +391,18 @@ class _Reader:
 
     def _carried(self, text: str, pending: list[tuple[int, float | None, str]]) -> None:
         """A response item carried ``text``: drop its waiting echo, or remember it."""
-        key = _norm(text)
+        key = self._norm(text)
         if not key:
             return
         for i, (_, _, waiting) in enumerate(pending):
-            if _norm(waiting) == key:
+            if self._norm(waiting) == key:
                 del pending[i]
                 return
         self.item_texts[key] += 1
 
     def _echo(self, text: str, pending: list, line: int, time: float | None) -> None:
         """An event repeated (or preceded) a response item's text."""
-        key = _norm(text)
+        key = self._norm(text)
         if not key:
             return
         if self.item_texts[key] > 0:
@@ -397,7 +413,9 @@ class _Reader:
     # -- response items ---------------------------------------------------------------------
 
     def _item(self, line: int, item: dict, time: float | None) -> None:
-        kind = _str(item.get("type"))
+        kind = item.get("type")
+        if not isinstance(kind, str):
+            kind = None
         if kind == "message":
             role = item.get("role")
             if role == "assistant":
@@ -498,9 +516,10 @@ class _Reader:
         if any(h.startswith(INJECTED_PREFIXES) for h in heads):
             self._event("injected", line, time, text)
             return
-        key = _norm(text)
+        key = self._norm(text)
         for turn in self.recent_users:
-            if _norm(turn.text) == key and turn.line is not None and turn.anchor != f"L{line}":
+            if (self._norm(turn.text) == key and turn.line is not None
+                    and turn.anchor != f"L{line}"):
                 turn.anchor, turn.line, turn.time = f"L{line}", line, time  # prefer the item
                 turn.images = max(turn.images, images)
                 return
@@ -544,7 +563,9 @@ class _Reader:
     # -- events -----------------------------------------------------------------------------
 
     def _event_msg(self, line: int, ev: dict, time: float | None) -> None:
-        kind = _str(ev.get("type"))
+        kind = ev.get("type")
+        if not isinstance(kind, str):
+            kind = None
         if kind == "user_message":
             self._user_event(line, ev, time)
         elif kind == "agent_message":
@@ -598,9 +619,9 @@ class _Reader:
 
     def _user_event(self, line: int, ev: dict, time: float | None) -> None:
         text = ev.get("message") if isinstance(ev.get("message"), str) else ""
-        key = _norm(text)
+        key = self._norm(text)
         for turn in self.recent_users:
-            if _norm(turn.text) == key:
+            if self._norm(turn.text) == key:
                 return  # the response item already gave this message
         images = sum(len(ev[k]) for k in ("images", "local_images") if isinstance(ev.get(k), list))
         if text.lstrip().startswith(INJECTED_PREFIXES):
@@ -705,11 +726,6 @@ class _Reader:
             models=list(self.models), project_dir=cwd, title=self.title, parent_id=parent,
             started=started, ended=self.ended, turns=self.turns, issues=self.issues,
             notes=notes)
-
-
-def _str(value: Any) -> str | None:
-    """A record's tag when it is a string (fuzzed or broken records carry anything)."""
-    return value if isinstance(value, str) else None
 
 
 def _list(value: Any) -> list:

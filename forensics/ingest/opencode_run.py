@@ -20,7 +20,7 @@ from forensics.ingest._opencode import (
     seconds,
     status_code,
 )
-from forensics.ingest._source import iter_jsonl, one_record
+from forensics.ingest._source import add_each_line
 from forensics.model import ReadIssue, Session
 
 FORMAT = "opencode-run"
@@ -101,9 +101,8 @@ class _Stream:
 def read_stream(stream: BinaryIO, source: str) -> list[Session]:
     issues: list[ReadIssue] = []
     streams: dict[str, _Stream] = {}
-    for line, rec in iter_jsonl(stream, source, issues):
-        with one_record(issues, source, line):
-            _add(streams, rec, line, source, issues)
+    add_each_line(stream, source, issues,
+                  lambda line, rec: _add(streams, rec, line, source, issues))
     if not streams:
         first = issues[0].line if issues else None
         raise IngestError(source, "no opencode run events found", line=first)
