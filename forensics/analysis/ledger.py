@@ -37,6 +37,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import shlex
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -244,6 +245,75 @@ def _words(words: Iterable[str]) -> re.Pattern[str] | None:
     return phrase_pattern(words)
 
 
+_FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s"})
+"""The characters outside ASCII that a case-blind regex takes for an ASCII letter while
+``str.lower`` does not give that letter: İ (lower-cased it is ``i`` plus a combining dot),
+dotless ı and long ſ (re counts them as ``i`` and ``s``). The Kelvin sign K lower-cases to
+``k`` already. ``tests/test_ledger_gate.py`` checks this against re over every code point."""
+
+
+def _folded(text: str) -> str:
+    """``text`` as a case-blind phrase pattern sees it, for substring tests: lower case, the
+    letters of ``_FOLD`` as their ASCII twins, each run of white space (re's ``\\s``, which is
+    ``str.split``'s) one space."""
+    low = text.lower() if text.isascii() else text.translate(_FOLD).lower()
+    return " ".join(low.split())
+
+
+def _caseless_exact(char: str) -> bool:
+    """Whether a pattern character is matched, case-blind, only by characters that
+    ``_folded`` turns into it: ASCII (thanks to ``_FOLD``), or a letter with no case at all
+    (Chinese, Japanese, Korean: re matches it as itself, ``str.lower`` keeps it)."""
+    return char.isascii() or unicodedata.category(char) == "Lo"
+
+
+@dataclass(frozen=True)
+class PhraseGate:
+    """A substring test that every text a phrase pattern (``phrases.phrase_pattern``) matches
+    passes, so a text that fails it needs no regex search.
+
+    Each phrase contributes the pieces of its lower-cased form, white space made single, cut at
+    any character ``_caseless_exact`` cannot vouch for. A match of the phrase in a text spells
+    each piece in ``_folded(text)``: its characters fold one for one into the phrase's, its
+    ``\\s+`` runs into one space; the word boundaries only narrow the pattern further. Built
+    from the same words the pattern is; ``None`` (search always) when a phrase has no piece.
+    """
+
+    single: tuple[str, ...]
+    """Phrases that are one piece: any of them in the text passes."""
+    several: tuple[tuple[str, ...], ...]
+    """Phrases of several pieces: all of one phrase's pieces in the text pass."""
+
+    @classmethod
+    def of(cls, words: Iterable[str]) -> "PhraseGate | None":
+        single: set[str] = set()
+        several: set[tuple[str, ...]] = set()
+        for word in {w for w in words if w.strip()}:  # as phrase_pattern takes them
+            pieces, piece = [], ""
+            for char in " ".join(word.lower().split()):
+                if char == " " or _caseless_exact(char):
+                    piece += char
+                else:
+                    pieces.append(piece)
+                    piece = ""
+            pieces = [p.strip() for p in (*pieces, piece) if p.strip()]
+            if not pieces:
+                return None
+            if len(pieces) == 1:
+                single.add(pieces[0])
+            else:
+                several.add(tuple(pieces))
+        # a needle holding another is implied by it: keep the shorter
+        single = {p for p in single if not any(q != p and q in p for q in single)}
+        several = {g for g in several if not any(q in p for p in g for q in single)}
+        return cls(tuple(sorted(single)), tuple(sorted(several)))
+
+    def passes(self, text: str) -> bool:
+        low = _folded(text)
+        return any(p in low for p in self.single) or any(
+            all(p in low for p in pieces) for pieces in self.several)
+
+
 def _literal_words(patterns: Iterable[str]) -> tuple[str, ...] | None:
     """Lower-case words (3+ letters) that the patterns spell out literally.
 
@@ -332,6 +402,8 @@ class Knowledge:
     health: re.Pattern[str] | None
     down: re.Pattern[str] | None
     user_up: re.Pattern[str] | None
+    user_up_gate: PhraseGate | None
+    """Passed by every text ``user_up`` matches: most messages need no search."""
     relaunch_request: re.Pattern[str] | None
     failure: re.Pattern[str] | None
     script_children: set[str]
@@ -405,6 +477,7 @@ class Knowledge:
             else None,
             down=_union(params["down_patterns"]),
             user_up=_words(params["user_up_words"]),
+            user_up_gate=PhraseGate.of(params["user_up_words"]),
             relaunch_request=_words(params["relaunch_request_words"]),
             failure=_words(params["failure_words"]),
             script_children={n.lower() for n in params["script_child_names"]},
@@ -1059,10 +1132,12 @@ class Tracker:
         if not any(l.state is State.ALIVE for l in self.launches):
             return
         text = turn.text.strip()[:600]  # status words come early; long pastes cost, not help
-        asks = bool(k.relaunch_request and k.relaunch_request.search(text))
-        fails = bool(k.failure and k.failure.search(text))
-        says_up = k.user_up.search(text) if k.user_up else None
-        if says_up is None or asks or fails:
+        # the "it is up" words first: without them the other two lists cannot make a signal
+        if k.user_up is None or (k.user_up_gate and not k.user_up_gate.passes(text)) \
+                or not k.user_up.search(text):
+            return
+        if (k.relaunch_request and k.relaunch_request.search(text)) \
+                or (k.failure and k.failure.search(text)):
             return
         clock = (turn.ordinal, 0, 0)
         for launch in self.launches:

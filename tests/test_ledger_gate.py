@@ -1,0 +1,134 @@
+"""The ledger's substring gates: every text the pattern matches must pass its gate, or a skipped
+search would drop a signal. Checked against re itself, over every code point where the gate's
+case folding relies on a fact of Unicode, and on matches built from the shipped word lists."""
+
+from __future__ import annotations
+
+import re
+import sys
+import unicodedata
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from forensics.analysis.ledger import _FOLD, Knowledge, PhraseGate, _caseless_exact
+from forensics.analysis.phrases import phrase_pattern
+from forensics.rules import registry
+
+PARAMS = registry()["FX002"].params
+WORD_LISTS = ("user_up_words", "relaunch_request_words", "failure_words",
+              "delegated_stop_words")
+EVERY_CHAR = "".join(map(chr, range(sys.maxunicode + 1)))
+
+
+def _fold(char: str) -> str:
+    return char.translate(_FOLD).lower()
+
+
+def test_every_char_re_takes_for_an_ascii_char_folds_into_it() -> None:
+    twins = re.findall(r"[\x00-\x7f]", EVERY_CHAR[128:], re.I)
+    assert twins, "re matches some non-ASCII letters with ASCII ones case-blind (K, ſ, ı, İ)"
+    for char in twins:
+        for ascii_char in map(chr, range(128)):
+            if re.fullmatch(re.escape(ascii_char), char, re.I):
+                assert _fold(char) == ascii_char.lower(), (hex(ord(char)), ascii_char)
+    for ascii_char in map(chr, range(128)):  # and ASCII among itself: only its other case
+        for char in re.findall(re.escape(ascii_char), EVERY_CHAR[:128], re.I):
+            assert _fold(char) == ascii_char.lower()
+
+
+def test_a_letter_without_case_is_matched_only_by_itself() -> None:
+    caseless = [c for c in EVERY_CHAR if unicodedata.category(c) == "Lo"]
+    assert all(c.lower() == c for c in caseless)
+    ranges: list[list[int]] = []
+    for code in map(ord, caseless):
+        if ranges and ranges[-1][1] == code - 1:
+            ranges[-1][1] = code
+        else:
+            ranges.append([code, code])
+    any_caseless = re.compile("[" + "".join(
+        re.escape(chr(a)) + (f"-{re.escape(chr(b))}" if b > a else "") for a, b in ranges)
+        + "]", re.I)
+    # re's case-blind matching pairs only characters that have a case (or its few extra
+    # twins, all cased letters): none of them is taken for a letter without case
+    cased = [c for c in EVERY_CHAR if c.lower() != c or c.upper() != c or c.casefold() != c
+             or len({c.lower(), c.upper(), c.casefold()}) > 1]
+    assert len(cased) > 2000
+    assert not [c for c in cased if any_caseless.fullmatch(c)]
+    shipped = {c for name in WORD_LISTS for w in PARAMS[name] for c in w.lower()
+               if unicodedata.category(c) == "Lo"}
+    assert len(shipped) > 20  # the Chinese and Korean entries
+    for char in shipped:  # and, over every code point, each shipped one is matched by itself
+        assert re.findall(re.escape(char), EVERY_CHAR, re.I) == [char]
+
+
+def test_only_ascii_and_caseless_letters_vouch_for_themselves() -> None:
+    assert _caseless_exact("k") and _caseless_exact("'") and _caseless_exact("启")
+    assert not _caseless_exact("ä") and not _caseless_exact("ê") and not _caseless_exact("σ")
+
+
+def test_the_gate_of_the_shipped_words_keeps_whole_phrases() -> None:
+    gate = PhraseGate.of(PARAMS["user_up_words"])
+    assert gate is not None
+    assert "ready" in gate.single and "已启动" in gate.single and "실행 중" in gate.single
+    assert "already up" not in gate.single  # implied by "ready"
+    assert ("l", "uft") in gate.several  # läuft: ä is cut out
+    assert gate.passes("OK, the Server is  UP now") and gate.passes("服务已启动")
+    assert not gate.passes("please look at the logs") and not gate.passes("服务日志")
+    assert PhraseGate.of(["ä"]) is None  # nothing left to test for: always search
+
+
+def test_a_gate_for_no_words_passes_nothing_as_the_missing_pattern_matches_nothing() -> None:
+    assert phrase_pattern([]) is None
+    gate = PhraseGate.of([])
+    assert gate is not None and not gate.passes("ready")
+
+
+_SPACES = st.sampled_from([" ", "  ", "\t", "\n", " \n\t", "\u3000", "\xa0"])
+_CASE = st.sampled_from([str.lower, str.upper, str.title, str.swapcase])
+_TWINS = {"i": ["I", "\u0130", "\u0131"], "s": ["S", "\u017f"], "k": ["K", "\u212a"]}
+
+
+@st.composite
+def _match_of(draw, name: str) -> tuple[str, str]:
+    """A text the list's pattern matches: a phrase, its case changed, its letters swapped
+    for what re takes them for, its spaces any white space, in some context."""
+    word = draw(st.sampled_from(sorted(w for w in PARAMS[name] if w.strip())))
+    text = draw(_CASE)(word)
+    out = []
+    for char in text:
+        if char == " ":
+            out.append(draw(_SPACES))
+        elif char.lower() in _TWINS and draw(st.booleans()):
+            out.append(draw(st.sampled_from(_TWINS[char.lower()])))
+        else:
+            out.append(char)
+    before = draw(st.sampled_from(["", "so ", "ΣΑΣ ", "İş: ", "(", "好 ", "\n"]))
+    after = draw(st.sampled_from(["", ".", " now", "了", "!\n"]))
+    return name, before + "".join(out) + after
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.sampled_from(WORD_LISTS).flatmap(_match_of))
+def test_every_text_a_phrase_pattern_matches_passes_its_gate(case: tuple[str, str]) -> None:
+    name, text = case
+    pattern = phrase_pattern(PARAMS[name])
+    gate = PhraseGate.of(PARAMS[name])
+    assert gate is not None
+    if pattern.search(text):
+        assert gate.passes(text), (name, text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(), max_size=60),
+       st.lists(st.text(max_size=6), min_size=1, max_size=4))
+def test_any_words_any_text(text: str, words: list[str]) -> None:
+    pattern = phrase_pattern(words)
+    gate = PhraseGate.of(words)
+    if pattern is not None and gate is not None and pattern.search(text):
+        assert gate.passes(text)
+
+
+def test_the_knowledge_carries_the_gate_of_its_own_words() -> None:
+    know = Knowledge.build(**{**PARAMS, "user_up_words": ["it flies"]})
+    assert know.user_up_gate == PhraseGate.of(["it flies"])
