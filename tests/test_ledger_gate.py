@@ -11,7 +11,15 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forensics.analysis.ledger import _FOLD, Knowledge, PhraseGate, _caseless_exact
+from forensics.analysis.ledger import (
+    _FOLD,
+    Knowledge,
+    PhraseGate,
+    _caseless_exact,
+    _fold_case,
+    needles,
+    server_of,
+)
 from forensics.analysis.phrases import phrase_pattern
 from forensics.rules import registry
 
@@ -132,3 +140,52 @@ def test_any_words_any_text(text: str, words: list[str]) -> None:
 def test_the_knowledge_carries_the_gate_of_its_own_words() -> None:
     know = Knowledge.build(**{**PARAMS, "user_up_words": ["it flies"]})
     assert know.user_up_gate == PhraseGate.of(["it flies"])
+
+
+# -- what a server pattern's every match contains --------------------------------------------
+
+KNOW = Knowledge.build(**PARAMS)
+
+
+def test_needles_follow_the_structure_of_the_pattern() -> None:
+    def of(source: str, flags: int = re.I) -> tuple[str, ...] | None:
+        return needles(re.compile(source, flags))
+
+    assert of(r"\bUvicorn\b") == ("uvicorn",)
+    assert of(r"\bnpx\s+serve\b|\bhttp-server\b") == ("http-server", "serve")
+    assert of(r"^(?:npm|pnpm|yarn)\s+run") == ("npm", "pnpm", "yarn")  # its longest promise
+    assert of(r"\bng\s+serve\b") == ("serve",)
+    assert of(r"(?:abc)?x") == ("x",)  # an optional group promises nothing
+    assert of(r"(?:abc)+x") == ("abc",)
+    assert of(r"abc|\d+") is None  # a branch without a literal: no promise
+    assert of(r"[ab]c") == ("c",)
+    assert of(r"caf\u00e9") == ("caf",)  # é has a case re may pair with another letter
+    assert of(r"(?=abc)x") == ("x",)  # a look-ahead is not part of the match
+    assert of(r"\bK8S\b") == ("k8s",)
+
+
+def _server_patterns() -> list[re.Pattern[str]]:
+    return [pat for _, pat in KNOW.servers]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(range(len(KNOW.servers))).flatmap(
+    lambda i: st.tuples(st.just(i), st.from_regex(KNOW.servers[i][1]))))
+def test_every_match_of_a_server_pattern_holds_one_of_its_needles(case) -> None:
+    index, text = case
+    name, pattern = KNOW.servers[index]
+    found = needles(pattern)
+    assert found is not None, name  # every shipped server pattern promises some text
+    if pattern.search(text):
+        assert any(n in _fold_case(text) for n in found), (name, text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(
+    ["npm", "NPM", "run", "RUN", "dev", "DEV", "Vite", "VİTE", "vıte", "uvicorn", "UVİCORN",
+     "ſerve", "serve", "SERVE", "ng", "docker", "up", "-d", "Kelvin-K", "streamlit", "next",
+     " ", "  ", "\t", "-", ".", "启"]), max_size=8).map("".join))
+def test_server_of_answers_what_the_patterns_answer(command: str) -> None:
+    expected = next((name for name, pat in KNOW.servers if pat.search(command)), None)
+    assert server_of(command, KNOW) == expected
+    assert server_of(command, KNOW) == expected  # and again, from its cache

@@ -41,7 +41,7 @@ import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from functools import cache
+from functools import cache, cached_property
 from typing import Any, ClassVar
 
 from forensics.resources import rules_dir
@@ -252,12 +252,16 @@ dotless ı and long ſ (re counts them as ``i`` and ``s``). The Kelvin sign K lo
 ``k`` already. ``tests/test_ledger_gate.py`` checks this against re over every code point."""
 
 
+def _fold_case(text: str) -> str:
+    """``text`` as a case-blind pattern sees it, for substring tests: lower case, the letters of
+    ``_FOLD`` as their ASCII twins (each character stays one character)."""
+    return text.lower() if text.isascii() else text.translate(_FOLD).lower()
+
+
 def _folded(text: str) -> str:
-    """``text`` as a case-blind phrase pattern sees it, for substring tests: lower case, the
-    letters of ``_FOLD`` as their ASCII twins, each run of white space (re's ``\\s``, which is
-    ``str.split``'s) one space."""
-    low = text.lower() if text.isascii() else text.translate(_FOLD).lower()
-    return " ".join(low.split())
+    """``_fold_case(text)`` with each run of white space (re's ``\\s``, which is
+    ``str.split``'s) one space, as a phrase pattern's ``\\s+`` sees it."""
+    return " ".join(_fold_case(text).split())
 
 
 def _caseless_exact(char: str) -> bool:
@@ -312,6 +316,63 @@ class PhraseGate:
         low = _folded(text)
         return any(p in low for p in self.single) or any(
             all(p in low for p in pieces) for pieces in self.several)
+
+
+def needles(pattern: re.Pattern[str]) -> tuple[str, ...] | None:
+    """Texts one of which every match of ``pattern`` contains, folded (``_fold_case``), so a
+    command whose folded text holds none of them needs no search; None when the pattern's
+    structure does not promise any.
+
+    Read from re's own parse of the pattern: a run of literal characters in a sequence that
+    every match goes through (not under a repeat that may be empty, nor in a look-around),
+    or one needle per branch of an alternation every branch of which has one. A literal counts
+    only when ``_caseless_exact``: its case-blind matches all fold into it.
+    """
+    try:
+        from re import _constants as c, _parser
+
+        tree = _parser.parse(pattern.pattern, pattern.flags)
+    except Exception:  # another Python's private parser, or a pattern it cannot read
+        return None
+
+    def char(op: Any, av: Any) -> str | None:
+        if op is c.IN and len(av) == 1:
+            op, av = av[0]
+        if op is c.LITERAL and _caseless_exact(chr(av)):
+            return _fold_case(chr(av))
+        return None
+
+    def of(seq: Any) -> frozenset[str] | None:
+        options: list[frozenset[str]] = []
+        run = ""
+        for op, av in seq:
+            found = char(op, av)
+            if found is not None:
+                run += found
+                continue
+            if run:
+                options.append(frozenset([run]))
+            run = ""
+            inner: Any = None
+            if op is c.BRANCH:
+                each = [of(branch) for branch in av[1]]
+                inner = None if None in each else frozenset().union(*each)
+            elif op is c.SUBPATTERN:
+                inner = of(av[-1])
+            elif op is getattr(c, "ATOMIC_GROUP", None):
+                inner = of(av)
+            elif op in (c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", None)) \
+                    and av[0] >= 1:
+                inner = of(av[2])
+            if inner:
+                options.append(inner)
+        if run:
+            options.append(frozenset([run]))
+        options = [o for o in options if "" not in o]
+        return max(options, key=lambda o: min(map(len, o)), default=None)
+
+    found = of(tree)
+    return tuple(sorted(found)) if found else None
 
 
 def _literal_words(patterns: Iterable[str]) -> tuple[str, ...] | None:
@@ -411,6 +472,16 @@ class Knowledge:
     prefilter: tuple[str, ...] | None
     """Words one of which a script must contain to be worth analysing (or ``&``)."""
     kill_words: tuple[str, ...] | None
+    server_by_text: dict[str, str | None] = field(default_factory=dict, repr=False)
+    """``server_of``'s answers by command text: FX005 asks for every command it judges."""
+
+    @cached_property
+    def server_needles(self) -> tuple[tuple[tuple[str, int], ...], frozenset[int]]:
+        """``needles`` of the server patterns, read on first use (not at start-up): each
+        needle with the index of its pattern, and the patterns that promise none."""
+        found = [needles(pat) for _, pat in self.servers]
+        return (tuple((n, i) for i, these in enumerate(found) for n in these or ()),
+                frozenset(i for i, these in enumerate(found) if these is None))
 
     @classmethod
     def build(cls, **params: Any) -> "Knowledge":
@@ -1146,12 +1217,24 @@ class Tracker:
                                              turn.anchor))
 
 
+SERVER_CACHE_SIZE = 16_384
+"""Command texts whose server each ``Knowledge`` keeps (then it starts over)."""
+
+
 def server_of(command: str, know: Knowledge) -> str | None:
     """Name of the first server pattern the (stripped) command matches, or None."""
-    for name, pat in know.servers:
-        if pat.search(command):
-            return name
-    return None
+    known = know.server_by_text
+    if command in known:
+        return known[command]
+    folded = _fold_case(command)
+    index, unpromised = know.server_needles
+    maybe = unpromised.union([i for needle, i in index if needle in folded])
+    found = next((know.servers[i][0] for i in sorted(maybe)
+                  if know.servers[i][1].search(command)), None)
+    if len(known) >= SERVER_CACHE_SIZE:
+        known.clear()
+    known[command] = found
+    return found
 
 
 def port_of(command: str, know: Knowledge, *, server: str | None = None,
