@@ -245,17 +245,29 @@ def _words(words: Iterable[str]) -> re.Pattern[str] | None:
     return phrase_pattern(words)
 
 
-_FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s"})
-"""The characters outside ASCII that a case-blind regex takes for an ASCII letter while
-``str.lower`` does not give that letter: İ (lower-cased it is ``i`` plus a combining dot),
-dotless ı and long ſ (re counts them as ``i`` and ``s``). The Kelvin sign K lower-cases to
-``k`` already. ``tests/test_ledger_gate.py`` checks this against re over every code point."""
+_TWINS = (("i\u0307", "i"), ("\u0131", "i"), ("\u017f", "s"))
+"""What ``str.lower`` leaves of the letters outside ASCII that a case-blind regex takes for
+ASCII ones, and the ASCII letter re takes them for: İ (lower-cased, ``i`` and a combining dot),
+dotless ı and long ſ. (The Kelvin sign K lower-cases to ``k`` already.) A plain ``i`` before a
+combining dot folds to ``i`` too, which only lets more texts through."""
+
+_LATIN_EXACT = frozenset(map(chr, [*range(0xDF, 0xF7), *range(0xF8, 0x100)]))
+"""The lower-case letters of Latin-1 (ß à á â ã ä … ÿ): re matches each, case-blind, only with
+itself and its capital, which ``str.lower`` turns into it."""
 
 
 def _fold_case(text: str) -> str:
     """``text`` as a case-blind pattern sees it, for substring tests: lower case, the letters of
-    ``_FOLD`` as their ASCII twins (each character stays one character)."""
-    return text.lower() if text.isascii() else text.translate(_FOLD).lower()
+    ``_TWINS`` as their ASCII twins. ``tests/test_ledger_gate.py`` checks against re, over
+    every code point, that each character re matches with a pattern character that
+    ``_caseless_exact`` vouches for folds into it."""
+    low = text.lower()
+    if low.isascii():
+        return low
+    for twin, letter in _TWINS:
+        if twin in low:
+            low = low.replace(twin, letter)
+    return low
 
 
 def _folded(text: str) -> str:
@@ -266,9 +278,10 @@ def _folded(text: str) -> str:
 
 def _caseless_exact(char: str) -> bool:
     """Whether a pattern character is matched, case-blind, only by characters that
-    ``_folded`` turns into it: ASCII (thanks to ``_FOLD``), or a letter with no case at all
-    (Chinese, Japanese, Korean: re matches it as itself, ``str.lower`` keeps it)."""
-    return char.isascii() or unicodedata.category(char) == "Lo"
+    ``_fold_case`` turns into it: ASCII (thanks to ``_TWINS``), the lower-case letters of
+    Latin-1, or a letter with no case at all (Chinese, Japanese, Korean: re matches it as
+    itself, ``str.lower`` keeps it)."""
+    return char.isascii() or char in _LATIN_EXACT or unicodedata.category(char) == "Lo"
 
 
 @dataclass(frozen=True)
@@ -313,9 +326,9 @@ class PhraseGate:
         return cls(tuple(sorted(single)), tuple(sorted(several)))
 
     def passes(self, text: str) -> bool:
-        low = _folded(text)
-        return any(p in low for p in self.single) or any(
-            all(p in low for p in pieces) for pieces in self.several)
+        holds = _folded(text).__contains__
+        return any(map(holds, self.single)) or any(
+            all(map(holds, pieces)) for pieces in self.several)
 
 
 def needles(pattern: re.Pattern[str]) -> tuple[str, ...] | None:
@@ -396,8 +409,7 @@ def _literal_words(patterns: Iterable[str]) -> tuple[str, ...] | None:
 def _any_word(words: tuple[str, ...] | None, text: str) -> bool:
     if words is None:
         return True
-    low = text.lower()
-    return any(w in low for w in words)
+    return any(map(text.lower().__contains__, words))
 
 
 _LONE_AMP = re.compile(r"(?<![&>|])&(?![&>])")
@@ -1136,6 +1148,8 @@ class Tracker:
 
     def _file_read(self, call: ToolCall, res: ToolResultTurn, out: str, clock: Clock) -> None:
         """A file-read tool (Claude Code ``Read``, opencode ``read``…) on a launch's log."""
+        if not self.log_names:
+            return  # no launch has named a log file yet
         path = file_of(call)
         if not path or res.failed:
             return
