@@ -226,6 +226,10 @@ class Launch:
 
 # -- knowledge ---------------------------------------------------------------------------------
 
+SERVER_CACHE_SIZE = 16_384
+"""Command texts whose answers each ``Knowledge`` keeps (``server_of``, ``worth_reading``);
+past that many it starts over."""
+
 def _compile(pattern: str, flags: int = re.I | re.M) -> re.Pattern[str]:
     try:
         return re.compile(pattern, flags)
@@ -486,6 +490,17 @@ class Knowledge:
     kill_words: tuple[str, ...] | None
     server_by_text: dict[str, str | None] = field(default_factory=dict, repr=False)
     """``server_of``'s answers by command text: FX005 asks for every command it judges."""
+    worth_by_text: dict[str, bool] = field(default_factory=dict, repr=False)
+    """``worth_reading``'s answers by script text."""
+
+    def worth_reading(self, script: str) -> bool:
+        """Whether ``script`` holds a ``prefilter`` word (kept by text: scripts recur)."""
+        known = self.worth_by_text.get(script)
+        if known is None:
+            if len(self.worth_by_text) >= SERVER_CACHE_SIZE:
+                self.worth_by_text.clear()
+            known = self.worth_by_text[script] = _any_word(self.prefilter, script)
+        return known
 
     @cached_property
     def server_needles(self) -> tuple[tuple[tuple[str, int], ...], frozenset[int]]:
@@ -723,7 +738,7 @@ class Tracker:
         script = command_of(call)
         if not script:
             return
-        if not _any_word(k.prefilter, script) and not _LONE_AMP.search(script) \
+        if not k.worth_reading(script) and not _LONE_AMP.search(script) \
                 and not any(n in script for n in self.log_names) and not call.background:
             return
         pieces = split_pipelines(script)
@@ -1229,10 +1244,6 @@ class Tracker:
             if launch.state is State.ALIVE:
                 launch.signals.append(Signal(clock, "user", turn.ordinal, _short(text, 60),
                                              turn.anchor))
-
-
-SERVER_CACHE_SIZE = 16_384
-"""Command texts whose server each ``Knowledge`` keeps (then it starts over)."""
 
 
 def server_of(command: str, know: Knowledge) -> str | None:

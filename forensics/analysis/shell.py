@@ -194,11 +194,17 @@ def file_of(call: ToolCall) -> str | None:
                 None)
 
 
+@lru_cache(maxsize=1024)
+def _shellish(tool: str) -> bool:
+    """Whether a tool's name says it runs shell commands (asked for every call: kept by name)."""
+    return bool(_SHELLISH.search(tool))
+
+
 def command_of(call: ToolCall) -> str | None:
     """The shell script a call runs: ``ToolCall.command``, else a ``cmd``/``command`` input."""
     if call.command:
         return call.command
-    if not _SHELLISH.search(call.name):
+    if not _shellish(call.name):
         return None
     for key in ("command", "cmd"):
         value = call.input.get(key)
