@@ -199,3 +199,20 @@ def test_server_of_answers_what_the_patterns_answer(command: str) -> None:
     expected = next((name for name, pat in KNOW.servers if pat.search(command)), None)
     assert server_of(command, KNOW) == expected
     assert server_of(command, KNOW) == expected  # and again, from its cache
+
+
+# -- splitting without the walk ----------------------------------------------------------------
+
+_SHELL_BITS = st.sampled_from(list("ab1 -=&;|>'\"$()#\n\\`{}<\t") + [
+    "npm run dev", "(cd x", ")", "2>&1", "<<EOF", "EOF", "then ", "if ", "&&", "||", "$(", " &"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_SHELL_BITS, max_size=14).map("".join))
+def test_split_pipelines_skips_the_walk_only_where_the_walk_would_change_nothing(script) -> None:
+    from forensics.analysis.shell import _walk, split_pipelines
+
+    def shape(pipes):
+        return [(p.text, p.background) for p in pipes]
+
+    assert shape(split_pipelines(script)) == shape(_walk(script))

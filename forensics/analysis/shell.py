@@ -49,6 +49,20 @@ def split_pipelines(script: str) -> list[Pipeline]:
     Quotes, ``$( … )``, backticks, comments and heredoc bodies are respected; ``2>&1``, ``&>``
     and ``|&`` are redirections, not separators.
     """
+    if not _SEPARATING.search(script):
+        # nothing the walk below acts on: it would keep every character and flush once
+        chunk = _trim_grouping(script.strip())
+        return [Pipeline(chunk)] if chunk else []
+    return _walk(script)
+
+
+_SEPARATING = re.compile(r"[;&|\n'\"`\\$#]")
+"""The characters ``_walk`` acts on: separators, quotes, escapes, ``$(``, comments (a
+heredoc needs a new line)."""
+
+
+def _walk(script: str) -> list[Pipeline]:
+    """``split_pipelines``, character by character."""
     text = _strip_heredocs(script)
     pipes: list[Pipeline] = []
     buf: list[str] = []
