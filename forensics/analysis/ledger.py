@@ -37,10 +37,11 @@ from __future__ import annotations
 import fnmatch
 import re
 import shlex
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from functools import cache
+from functools import cache, cached_property
 from typing import Any, ClassVar
 
 from forensics.resources import rules_dir
@@ -225,6 +226,10 @@ class Launch:
 
 # -- knowledge ---------------------------------------------------------------------------------
 
+SERVER_CACHE_SIZE = 16_384
+"""Command texts whose answers each ``Knowledge`` keeps (``server_of``, ``worth_reading``);
+past that many it starts over."""
+
 def _compile(pattern: str, flags: int = re.I | re.M) -> re.Pattern[str]:
     try:
         return re.compile(pattern, flags)
@@ -242,6 +247,149 @@ def _union(patterns: Iterable[str], flags: int = re.I | re.M) -> re.Pattern[str]
 def _words(words: Iterable[str]) -> re.Pattern[str] | None:
     """A phrase list as one regex (``forensics.analysis.phrases``: the one way for every list)."""
     return phrase_pattern(words)
+
+
+_TWINS = (("i\u0307", "i"), ("\u0131", "i"), ("\u017f", "s"))
+"""What ``str.lower`` leaves of the letters outside ASCII that a case-blind regex takes for
+ASCII ones, and the ASCII letter re takes them for: İ (lower-cased, ``i`` and a combining dot),
+dotless ı and long ſ. (The Kelvin sign K lower-cases to ``k`` already.) A plain ``i`` before a
+combining dot folds to ``i`` too, which only lets more texts through."""
+
+_LATIN_EXACT = frozenset(map(chr, [*range(0xDF, 0xF7), *range(0xF8, 0x100)]))
+"""The lower-case letters of Latin-1 (ß à á â ã ä … ÿ): re matches each, case-blind, only with
+itself and its capital, which ``str.lower`` turns into it."""
+
+
+def _fold_case(text: str) -> str:
+    """``text`` as a case-blind pattern sees it, for substring tests: lower case, the letters of
+    ``_TWINS`` as their ASCII twins. ``tests/test_ledger_gate.py`` checks against re, over
+    every code point, that each character re matches with a pattern character that
+    ``_caseless_exact`` vouches for folds into it."""
+    low = text.lower()
+    if low.isascii():
+        return low
+    for twin, letter in _TWINS:
+        if twin in low:
+            low = low.replace(twin, letter)
+    return low
+
+
+def _folded(text: str) -> str:
+    """``_fold_case(text)`` with each run of white space (re's ``\\s``, which is
+    ``str.split``'s) one space, as a phrase pattern's ``\\s+`` sees it."""
+    return " ".join(_fold_case(text).split())
+
+
+def _caseless_exact(char: str) -> bool:
+    """Whether a pattern character is matched, case-blind, only by characters that
+    ``_fold_case`` turns into it: ASCII (thanks to ``_TWINS``), the lower-case letters of
+    Latin-1, or a letter with no case at all (Chinese, Japanese, Korean: re matches it as
+    itself, ``str.lower`` keeps it)."""
+    return char.isascii() or char in _LATIN_EXACT or unicodedata.category(char) == "Lo"
+
+
+@dataclass(frozen=True)
+class PhraseGate:
+    """A substring test that every text a phrase pattern (``phrases.phrase_pattern``) matches
+    passes, so a text that fails it needs no regex search.
+
+    Each phrase contributes the pieces of its lower-cased form, white space made single, cut at
+    any character ``_caseless_exact`` cannot vouch for. A match of the phrase in a text spells
+    each piece in ``_folded(text)``: its characters fold one for one into the phrase's, its
+    ``\\s+`` runs into one space; the word boundaries only narrow the pattern further. Built
+    from the same words the pattern is; ``None`` (search always) when a phrase has no piece.
+    """
+
+    single: tuple[str, ...]
+    """Phrases that are one piece: any of them in the text passes."""
+    several: tuple[tuple[str, ...], ...]
+    """Phrases of several pieces: all of one phrase's pieces in the text pass."""
+
+    @classmethod
+    def of(cls, words: Iterable[str]) -> "PhraseGate | None":
+        single: set[str] = set()
+        several: set[tuple[str, ...]] = set()
+        for word in {w for w in words if w.strip()}:  # as phrase_pattern takes them
+            pieces, piece = [], ""
+            for char in " ".join(word.lower().split()):
+                if char == " " or _caseless_exact(char):
+                    piece += char
+                else:
+                    pieces.append(piece)
+                    piece = ""
+            pieces = [p.strip() for p in (*pieces, piece) if p.strip()]
+            if not pieces:
+                return None
+            if len(pieces) == 1:
+                single.add(pieces[0])
+            else:
+                several.add(tuple(pieces))
+        # a needle holding another is implied by it: keep the shorter
+        single = {p for p in single if not any(q != p and q in p for q in single)}
+        several = {g for g in several if not any(q in p for p in g for q in single)}
+        return cls(tuple(sorted(single)), tuple(sorted(several)))
+
+    def passes(self, text: str) -> bool:
+        holds = _folded(text).__contains__
+        return any(map(holds, self.single)) or any(
+            all(map(holds, pieces)) for pieces in self.several)
+
+
+def needles(pattern: re.Pattern[str]) -> tuple[str, ...] | None:
+    """Texts one of which every match of ``pattern`` contains, folded (``_fold_case``), so a
+    command whose folded text holds none of them needs no search; None when the pattern's
+    structure does not promise any.
+
+    Read from re's own parse of the pattern: a run of literal characters in a sequence that
+    every match goes through (not under a repeat that may be empty, nor in a look-around),
+    or one needle per branch of an alternation every branch of which has one. A literal counts
+    only when ``_caseless_exact``: its case-blind matches all fold into it.
+    """
+    try:
+        from re import _constants as c, _parser
+
+        tree = _parser.parse(pattern.pattern, pattern.flags)
+    except Exception:  # another Python's private parser, or a pattern it cannot read
+        return None
+
+    def char(op: Any, av: Any) -> str | None:
+        if op is c.IN and len(av) == 1:
+            op, av = av[0]
+        if op is c.LITERAL and _caseless_exact(chr(av)):
+            return _fold_case(chr(av))
+        return None
+
+    def of(seq: Any) -> frozenset[str] | None:
+        options: list[frozenset[str]] = []
+        run = ""
+        for op, av in seq:
+            found = char(op, av)
+            if found is not None:
+                run += found
+                continue
+            if run:
+                options.append(frozenset([run]))
+            run = ""
+            inner: Any = None
+            if op is c.BRANCH:
+                each = [of(branch) for branch in av[1]]
+                inner = None if None in each else frozenset().union(*each)
+            elif op is c.SUBPATTERN:
+                inner = of(av[-1])
+            elif op is getattr(c, "ATOMIC_GROUP", None):
+                inner = of(av)
+            elif op in (c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", None)) \
+                    and av[0] >= 1:
+                inner = of(av[2])
+            if inner:
+                options.append(inner)
+        if run:
+            options.append(frozenset([run]))
+        options = [o for o in options if "" not in o]
+        return max(options, key=lambda o: min(map(len, o)), default=None)
+
+    found = of(tree)
+    return tuple(sorted(found)) if found else None
 
 
 def _literal_words(patterns: Iterable[str]) -> tuple[str, ...] | None:
@@ -265,8 +413,7 @@ def _literal_words(patterns: Iterable[str]) -> tuple[str, ...] | None:
 def _any_word(words: tuple[str, ...] | None, text: str) -> bool:
     if words is None:
         return True
-    low = text.lower()
-    return any(w in low for w in words)
+    return any(map(text.lower().__contains__, words))
 
 
 _LONE_AMP = re.compile(r"(?<![&>|])&(?![&>])")
@@ -332,6 +479,8 @@ class Knowledge:
     health: re.Pattern[str] | None
     down: re.Pattern[str] | None
     user_up: re.Pattern[str] | None
+    user_up_gate: PhraseGate | None
+    """Passed by every text ``user_up`` matches: most messages need no search."""
     relaunch_request: re.Pattern[str] | None
     failure: re.Pattern[str] | None
     script_children: set[str]
@@ -339,6 +488,27 @@ class Knowledge:
     prefilter: tuple[str, ...] | None
     """Words one of which a script must contain to be worth analysing (or ``&``)."""
     kill_words: tuple[str, ...] | None
+    server_by_text: dict[str, str | None] = field(default_factory=dict, repr=False)
+    """``server_of``'s answers by command text: FX005 asks for every command it judges."""
+    worth_by_text: dict[str, bool] = field(default_factory=dict, repr=False)
+    """``worth_reading``'s answers by script text."""
+
+    def worth_reading(self, script: str) -> bool:
+        """Whether ``script`` holds a ``prefilter`` word (kept by text: scripts recur)."""
+        known = self.worth_by_text.get(script)
+        if known is None:
+            if len(self.worth_by_text) >= SERVER_CACHE_SIZE:
+                self.worth_by_text.clear()
+            known = self.worth_by_text[script] = _any_word(self.prefilter, script)
+        return known
+
+    @cached_property
+    def server_needles(self) -> tuple[tuple[tuple[str, int], ...], frozenset[int]]:
+        """``needles`` of the server patterns, read on first use (not at start-up): each
+        needle with the index of its pattern, and the patterns that promise none."""
+        found = [needles(pat) for _, pat in self.servers]
+        return (tuple((n, i) for i, these in enumerate(found) for n in these or ()),
+                frozenset(i for i, these in enumerate(found) if these is None))
 
     @classmethod
     def build(cls, **params: Any) -> "Knowledge":
@@ -405,6 +575,7 @@ class Knowledge:
             else None,
             down=_union(params["down_patterns"]),
             user_up=_words(params["user_up_words"]),
+            user_up_gate=PhraseGate.of(params["user_up_words"]),
             relaunch_request=_words(params["relaunch_request_words"]),
             failure=_words(params["failure_words"]),
             script_children={n.lower() for n in params["script_child_names"]},
@@ -567,7 +738,7 @@ class Tracker:
         script = command_of(call)
         if not script:
             return
-        if not _any_word(k.prefilter, script) and not _LONE_AMP.search(script) \
+        if not k.worth_reading(script) and not _LONE_AMP.search(script) \
                 and not any(n in script for n in self.log_names) and not call.background:
             return
         pieces = split_pipelines(script)
@@ -992,6 +1163,8 @@ class Tracker:
 
     def _file_read(self, call: ToolCall, res: ToolResultTurn, out: str, clock: Clock) -> None:
         """A file-read tool (Claude Code ``Read``, opencode ``read``…) on a launch's log."""
+        if not self.log_names:
+            return  # no launch has named a log file yet
         path = file_of(call)
         if not path or res.failed:
             return
@@ -1059,10 +1232,12 @@ class Tracker:
         if not any(l.state is State.ALIVE for l in self.launches):
             return
         text = turn.text.strip()[:600]  # status words come early; long pastes cost, not help
-        asks = bool(k.relaunch_request and k.relaunch_request.search(text))
-        fails = bool(k.failure and k.failure.search(text))
-        says_up = k.user_up.search(text) if k.user_up else None
-        if says_up is None or asks or fails:
+        # the "it is up" words first: without them the other two lists cannot make a signal
+        if k.user_up is None or (k.user_up_gate and not k.user_up_gate.passes(text)) \
+                or not k.user_up.search(text):
+            return
+        if (k.relaunch_request and k.relaunch_request.search(text)) \
+                or (k.failure and k.failure.search(text)):
             return
         clock = (turn.ordinal, 0, 0)
         for launch in self.launches:
@@ -1073,10 +1248,18 @@ class Tracker:
 
 def server_of(command: str, know: Knowledge) -> str | None:
     """Name of the first server pattern the (stripped) command matches, or None."""
-    for name, pat in know.servers:
-        if pat.search(command):
-            return name
-    return None
+    known = know.server_by_text
+    if command in known:
+        return known[command]
+    folded = _fold_case(command)
+    index, unpromised = know.server_needles
+    maybe = unpromised.union([i for needle, i in index if needle in folded])
+    found = next((know.servers[i][0] for i in sorted(maybe)
+                  if know.servers[i][1].search(command)), None)
+    if len(known) >= SERVER_CACHE_SIZE:
+        known.clear()
+    known[command] = found
+    return found
 
 
 def port_of(command: str, know: Knowledge, *, server: str | None = None,

@@ -49,6 +49,20 @@ def split_pipelines(script: str) -> list[Pipeline]:
     Quotes, ``$( … )``, backticks, comments and heredoc bodies are respected; ``2>&1``, ``&>``
     and ``|&`` are redirections, not separators.
     """
+    if not _SEPARATING.search(script):
+        # nothing the walk below acts on: it would keep every character and flush once
+        chunk = _trim_grouping(script.strip())
+        return [Pipeline(chunk)] if chunk else []
+    return _walk(script)
+
+
+_SEPARATING = re.compile(r"[;&|\n'\"`\\$#]")
+"""The characters ``_walk`` acts on: separators, quotes, escapes, ``$(``, comments (a
+heredoc needs a new line)."""
+
+
+def _walk(script: str) -> list[Pipeline]:
+    """``split_pipelines``, character by character."""
     text = _strip_heredocs(script)
     pipes: list[Pipeline] = []
     buf: list[str] = []
@@ -194,11 +208,17 @@ def file_of(call: ToolCall) -> str | None:
                 None)
 
 
+@lru_cache(maxsize=1024)
+def _shellish(tool: str) -> bool:
+    """Whether a tool's name says it runs shell commands (asked for every call: kept by name)."""
+    return bool(_SHELLISH.search(tool))
+
+
 def command_of(call: ToolCall) -> str | None:
     """The shell script a call runs: ``ToolCall.command``, else a ``cmd``/``command`` input."""
     if call.command:
         return call.command
-    if not _SHELLISH.search(call.name):
+    if not _shellish(call.name):
         return None
     for key in ("command", "cmd"):
         value = call.input.get(key)

@@ -45,10 +45,12 @@ def dangling_call(session: Session, params: DanglingCallParams) -> Iterator[Find
         if not isinstance(turn, AssistantTurn) or turn.aborted:
             continue
         for call in turn.tool_calls:
-            if call.name.lower() in no_result_expected or _launched_in_background(call):
+            if call.name.lower() in no_result_expected:
                 continue
             result = session.result_for(call)
             if result is not None and not _never_finished(result):
+                continue  # answered: most calls end here, before their script is split
+            if _launched_in_background(call):
                 continue
             after = result.ordinal if result is not None else turn.ordinal
             later = analysis_of(session).rest_of_exchange(after)
@@ -79,7 +81,9 @@ def _launched_in_background(call: ToolCall) -> bool:
     if call.background:
         return True
     command = command_of(call)
-    pipelines = split_pipelines(command) if command else []
+    if not command or "&" not in command:
+        return False  # only an ``&`` ends a pipeline in the background (split_pipelines)
+    pipelines = split_pipelines(command)
     return bool(pipelines) and pipelines[-1].background
 
 
