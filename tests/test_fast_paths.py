@@ -83,3 +83,33 @@ def test_pair_overlap_as_defined(a: list[str], b: list[str]) -> None:
     else:
         shared = len(sa & sb)
         assert shared / (len(sa) + len(sb) - shared) == expected
+
+
+# -- shell words ---------------------------------------------------------------------------------
+
+from forensics.analysis.commands import shell_words  # noqa: E402
+import shlex  # noqa: E402
+
+_SHELL_CHARS = st.sampled_from(list("ab'\"\\ \t\n\r\x0b\x0c\xa0#;|&$()`=-~*") + ["\u2028", "\x00",
+                                                                              "é", "\x85"])
+
+
+def _split_or_error(split, text: str):
+    try:
+        return split(text)
+    except ValueError:
+        return "error"
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(_SHELL_CHARS | st.characters(), max_size=30).map("".join))
+def test_shell_words_are_shlex_split(text: str) -> None:
+    assert _split_or_error(shell_words, text) == _split_or_error(shlex.split, text)
+
+
+def test_shell_words_on_written_commands() -> None:
+    """The quoting agents write, and the errors: unclosed quotes, a trailing backslash."""
+    for text in ['git commit -m "fix: it\'s \\"done\\""', "echo 'a b'\"c d\"e\\ f",
+                 'grep -r "\\$HOME\\n" .', "printf '%s\\n' x", 'a "" \'\' b', "x\\\ny",
+                 'say "unclosed', "it's", "tail\\", '"a\\', "a\tb\r\nc\x0bd"]:
+        assert _split_or_error(shell_words, text) == _split_or_error(shlex.split, text), text
