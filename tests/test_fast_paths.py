@@ -113,3 +113,31 @@ def test_shell_words_on_written_commands() -> None:
                  'grep -r "\\$HOME\\n" .', "printf '%s\\n' x", 'a "" \'\' b', "x\\\ny",
                  'say "unclosed', "it's", "tail\\", '"a\\', "a\tb\r\nc\x0bd"]:
         assert _split_or_error(shell_words, text) == _split_or_error(shlex.split, text), text
+
+
+# -- any of a list of patterns -------------------------------------------------------------------
+
+from forensics.rules._facts import _AnyOf  # noqa: E402
+
+_PATTERN_PARTS = ["^", r"\A", "a", "b", r"\s+", "(a|b)", r"\bab\b", "a?", "(?=b)", "$", r"(x)\1",
+                  "(?P<n>a)", "|", ".*", r"\n", "(?(1)a|b)", "[ab]+", "(?i)", "^a|b", "(^a)"]
+_TEXT_CHARS = st.sampled_from(list("abxAB \n\r\t"))
+
+
+@st.composite
+def _pattern(draw) -> re.Pattern[str]:
+    while True:
+        source = "".join(draw(st.lists(st.sampled_from(_PATTERN_PARTS), min_size=1, max_size=4)))
+        try:
+            return re.compile(source, draw(st.sampled_from([re.I | re.M, re.M, 0])))
+        except re.error:
+            continue
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(_pattern(), max_size=5),
+       st.lists(st.lists(_TEXT_CHARS, max_size=8).map("".join), min_size=1, max_size=3))
+def test_any_of_answers_as_each_pattern_in_turn(patterns, forms) -> None:
+    one_line = not any("\n" in f for f in forms)
+    expected = any(p.search(f) for p in patterns for f in forms)
+    assert _AnyOf(patterns).finds(forms, one_line) == expected
