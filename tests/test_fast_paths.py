@@ -141,3 +141,18 @@ def test_any_of_answers_as_each_pattern_in_turn(patterns, forms) -> None:
     one_line = not any("\n" in f for f in forms)
     expected = any(p.search(f) for p in patterns for f in forms)
     assert _AnyOf(patterns).finds(forms, one_line) == expected
+
+
+# -- claim phrases present in a message ------------------------------------------------------------
+
+from forensics.rules import fx005_unverified_claim as fx005  # noqa: E402
+
+_PHRASE_CHARS = st.sampled_from(list("ab .\n") + ["测", "试", "é", "😀", "\U0010fffd"])
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(st.lists(_PHRASE_CHARS, max_size=4).map("".join), max_size=6),
+       st.lists(_PHRASE_CHARS, max_size=20).map("".join))
+def test_present_phrases_are_the_substrings(phrases, text) -> None:
+    present = fx005._substrings((("kind", tuple(phrases)),))
+    assert present(text) == {p for p in phrases if p in text}
