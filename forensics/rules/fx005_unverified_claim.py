@@ -111,9 +111,16 @@ def unverified_claim(session: Session, params: UnverifiedClaimParams) -> Iterato
     all_runs = _Runs(runs(session), p.editors, p.delegates)
     wanted = {c.kind for _t, found in claimed for c in found}
     relevant = {k: v for k, v in p.checks.items() if k in wanted}
-    kinds_of = {id(r): (check_kinds(r.command, relevant, "server" if "server" in wanted else None)
-                        if r.command else set())
-                for r in all_runs.runs}
+    server = "server" if "server" in wanted else None
+    # Only the runs before the last claim are ever looked back at (the claims are in turn
+    # order); a command run again is judged once.
+    reach = all_runs.count_before(claimed[-1][0])
+    judged: dict[str, set[str]] = {}
+    kinds_of: dict[int, set[str]] = {}
+    for at, r in enumerate(all_runs.runs):
+        if r.command and at < reach and r.command not in judged:
+            judged[r.command] = check_kinds(r.command, relevant, server)
+        kinds_of[id(r)] = judged[r.command] if r.command and at < reach else set()
     for turn, found in claimed:
         verdicts = [v for c in found
                     if (v := _judge(session, turn, c, all_runs, kinds_of, p)) is not None]
