@@ -212,15 +212,24 @@ def _find_repeat(keys, j, similarity, lookback, pairs, cut_short) -> int | None:
     command, text = keys[j]
     if not text and command is None:
         return None
+    size, slack, min_chars = len(text), 1 - similarity, cut_short[0]
     for i in range(j - 1, max(-1, j - 1 - lookback), -1):
         other_command, other = keys[i]
         if other_command != command:
             continue
         if other == text:
             return i
-        if command is None and len(text) >= 12 and _near(keys, i, j, similarity, pairs):
+        if command is not None:
+            continue
+        # the lengths first, here: most pairs of messages differ in length, and a call each
+        # to learn it cost more than the rest of the loop
+        other_size = len(other)
+        longer, shorter = max(size, other_size), min(size, other_size)
+        if (size >= 12 and other and abs(size - other_size) <= slack * longer + 1
+                and _near(keys, i, j, similarity, pairs)):
             return i
-        if command is None and _near_prefix(text, other, *cut_short):
+        if (shorter >= min_chars and shorter * 2 >= longer  # _near_prefix's own length test
+                and _near_prefix(text, other, *cut_short)):
             return i
     return None
 
@@ -241,10 +250,9 @@ def _near_prefix(a: str, b: str, min_chars: int, threshold: float) -> bool:
 
 
 def _near(keys, i: int, j: int, threshold: float, pairs: dict) -> bool:
-    """difflib's ratio, after two cheap filters: length, then shared word pairs."""
+    """difflib's ratio, after two cheap filters: length (``_find_repeat`` tested it), then
+    shared word pairs."""
     a, b = keys[j][1], keys[i][1]
-    if not b or abs(len(a) - len(b)) > (1 - threshold) * max(len(a), len(b)) + 1:
-        return False
     sa = pairs.get(j) or pairs.setdefault(j, _pairs(a))
     sb = pairs.get(i) or pairs.setdefault(i, _pairs(b))
     if sa and sb:
