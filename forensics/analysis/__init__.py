@@ -52,7 +52,7 @@ class Analysis:
     def __init__(self, session: Session) -> None:
         self._session = weakref.ref(session)
         self._ledgers: dict[int, tuple[Knowledge, Ledger]] = {}
-        self._outcomes: dict[tuple[str, OutcomeRules | None], Outcome] = {}
+        self._outcomes: dict[tuple[str, int], tuple[OutcomeRules | None, Outcome]] = {}
 
     @property
     def session(self) -> Session:
@@ -79,12 +79,12 @@ class Analysis:
 
     def outcome(self, result: ToolResultTurn, rules: OutcomeRules | None = None) -> Outcome:
         """How ``result`` ended (with the shared lists unless a rule passes its own)."""
-        key = (result.call_id, rules)
-        known = self._outcomes.get(key)
-        if known is None:
-            known = judge_outcome(result, self.script(self.call_of(result)), rules)
-            self._outcomes[key] = known
-        return known
+        key = (result.call_id, id(rules))  # hashing the lists on every call cost more
+        kept = self._outcomes.get(key)
+        if kept is None or kept[0] is not rules:
+            kept = self._outcomes[key] = (rules, judge_outcome(
+                result, self.script(self.call_of(result)), rules))
+        return kept[1]
 
     # -- exchanges -----------------------------------------------------------------------
 

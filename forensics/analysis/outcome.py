@@ -2,7 +2,8 @@
 
 The format's own status comes first (aborted, timed out, killed by a signal, a non-zero exit, an
 error flag); then output that plainly reports death; then, for a rule that knows them, probes
-(a non-zero exit that answers a question) and status lines reported only in the text. A rule
+(a result that did not end well, from a command whose non-zero exit answers a question) and
+status lines reported only in the text. A rule
 with its own lists passes them as ``OutcomeRules``; everyone else gets the shared ones
 (``rules/analysis.toml``).
 """
@@ -110,8 +111,15 @@ def outcome(result: ToolResultTurn, command: str | None = None,
         died = rules.death.search(output if rules.death_words else edges(output, 4000))
         if died:
             return Outcome("failed", "death", died.group(0).strip(), result.exit_code)
-    if command and rules.is_probe is not None and rules.is_probe(command):
+    status = _status(result, text, rules)
+    if status.kind != "ok" and command and rules.is_probe is not None and rules.is_probe(command):
+        # asked only of a result that did not end well: a probe that came back ok is ok
         return Outcome("probe", exit_code=result.exit_code)
+    return status
+
+
+def _status(result: ToolResultTurn, text: str, rules: OutcomeRules) -> Outcome:
+    """How the result ended by its status and, where the format has none, its status line."""
     if result.timed_out:
         return Outcome("timed_out", "timeout", exit_code=result.exit_code)
     if result.killed:

@@ -179,13 +179,68 @@ def check_kinds(command: str, patterns: Mapping[str, Sequence[re.Pattern[str]]],
     kinds: set[str] = set()
     for simple in split_commands(command):
         bare = " ".join(parse(simple).tokens) or simple  # env prefixes, wrappers, redirects
-        forms = (simple, bare, _RUNNER.sub("", bare, count=1))
+        forms = {simple: None, bare: None, _RUNNER.sub("", bare, count=1): None}  # distinct
+        one_line = "\n" not in simple and "\n" not in bare  # the third form is bare's tail
         for kind, pats in patterns.items():
-            if any(p.search(form) for p in pats for form in forms):
+            if kind not in kinds and _any_of(tuple(pats)).finds(forms, one_line):
                 kinds.add(kind)
-    if server_kind and server_of(command, launch_knowledge()):
+    if server_kind and server_kind not in kinds and server_of(command, launch_knowledge()):
         kinds.add(server_kind)
     return kinds
+
+
+class _AnyOf:
+    """Does any of a list of patterns find itself in a text: the answer of trying each pattern's
+    ``search`` in turn, from one alternation (one regex call instead of one per pattern).
+
+    Patterns whose matches can only begin where a line begins (the first item at the top level
+    is ``^``, any line's start under ``re.M``, re knowing only ``\\n`` as a line break, or
+    ``\\A``) are only tried at the start of a text of one line. An alternation of the patterns
+    finds a match wherever one of them does; it is used only where it means the same: one set
+    of flags (not verbose: a comment would swallow the rest), no reference to a group by
+    number (``\\1``, ``(?(1)…)``), which the joining would renumber, and where it compiles (a
+    pattern's own global flags do not)."""
+
+    def __init__(self, patterns: Sequence[re.Pattern[str]]) -> None:
+        self.line_start = _alternation([p for p in patterns if _anchored(p)])
+        self.anywhere = _alternation([p for p in patterns if not _anchored(p)])
+
+    def finds(self, forms: Iterable[str], one_line: bool) -> bool:
+        for pattern in self.line_start:
+            find = pattern.match if one_line else pattern.search
+            if any(find(form) for form in forms):
+                return True
+        return any(p.search(form) for p in self.anywhere for form in forms)
+
+
+@lru_cache(maxsize=256)
+def _any_of(patterns: tuple[re.Pattern[str], ...]) -> _AnyOf:
+    return _AnyOf(patterns)
+
+
+_GROUP_NUMBER = re.compile(r"\\\d|\(\?\(")
+
+
+def _alternation(patterns: list[re.Pattern[str]]) -> tuple[re.Pattern[str], ...]:
+    """One regex for the patterns when it answers as they do, else the patterns themselves."""
+    if len(patterns) < 2 or len({p.flags for p in patterns}) > 1 or patterns[0].flags & re.X \
+            or any(_GROUP_NUMBER.search(p.pattern) for p in patterns):
+        return tuple(patterns)
+    try:
+        return (re.compile("|".join(f"(?:{p.pattern})" for p in patterns), patterns[0].flags),)
+    except re.error:
+        return tuple(patterns)
+
+
+def _anchored(pattern: re.Pattern[str]) -> bool:
+    from re import _constants, _parser  # the parser re itself compiles with
+
+    try:
+        items = _parser.parse(pattern.pattern, pattern.flags).data
+    except Exception:  # noqa: BLE001 - an unknown shape is tried everywhere, as before
+        return False
+    return bool(items) and items[0][0] is _constants.AT and items[0][1] in (
+        _constants.AT_BEGINNING, _constants.AT_BEGINNING_STRING)
 
 
 _RUNNER = re.compile(r"^(?:npx|bunx|pnpx|pnpm\s+(?:exec|dlx)|yarn\s+(?:exec|dlx)|pnpm|yarn|bun"

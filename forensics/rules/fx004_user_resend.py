@@ -14,6 +14,8 @@ import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
+from functools import lru_cache
+from itertools import pairwise
 from typing import Any, ClassVar, Literal
 
 from forensics.analysis import STOP_EVENTS, analysis_of
@@ -121,15 +123,60 @@ def _bare(text: str) -> str:
     ``reessaie`` for ``réessaie``, ``ещё`` as ``еще``), spacing, trailing punctuation."""
     text = unicodedata.normalize("NFKC", text)
     if not text.isascii():
-        decomposed = unicodedata.normalize("NFD", text)
-        text = unicodedata.normalize("NFC", _LATIN_OR_CYRILLIC_MARK.sub("", decomposed))
-    return _PUNCT.sub("", " ".join(text.casefold().split()))
+        text = _without_accents(text)
+    # The joined words hold no white space but single spaces, so the trailing run that _PUNCT
+    # takes off is the trailing run of these characters: rstrip removes the same, faster.
+    return " ".join(text.casefold().split()).rstrip(_PUNCT_CHARS)
 
 
-_LATIN_OR_CYRILLIC_MARK = re.compile("[%s]" % "".join(
-    chr(c) for c in range(0x300, 0x370) if unicodedata.combining(chr(c))))
+_LATIN_OR_CYRILLIC_MARKS = "".join(
+    chr(c) for c in range(0x300, 0x370) if unicodedata.combining(chr(c)))
+_LATIN_OR_CYRILLIC_MARK = re.compile("[%s]" % _LATIN_OR_CYRILLIC_MARKS)
 """Accents to fold are Latin and Cyrillic ones (the combining marks of U+0300-U+036F; the
 grapheme joiner there is not one); Korean, Japanese and Indic marks stay."""
+_PUNCT_CHARS = " .!?。！？，,…~"
+"""``_PUNCT``'s characters once white space is single spaces."""
+_ACCENTED: dict[str, bool] = {}
+"""Per character met so far: does its canonical decomposition hold an accent to fold."""
+
+
+def _without_accents(text: str) -> str:
+    """``text`` (NFKC) with the accents folded: NFD, the marks removed, NFC.
+
+    Done word by word, and only on the words that hold a character whose decomposition has
+    one of the marks: the other words come back unchanged from the three passes (NFKC text is
+    NFC text). A space splits the passes exactly: it decomposes to itself, is a starter (no
+    mark reorders across it) and composes with nothing on either side."""
+    accented = []
+    for char in set(text):
+        known = _ACCENTED.get(char)
+        if known is None:
+            known = _ACCENTED[char] = any(
+                m in _LATIN_OR_CYRILLIC_MARKS for m in unicodedata.normalize("NFD", char))
+        if known:
+            accented.append(char)
+    if not accented:
+        return text
+    find = _finder(frozenset(accented))
+    out: list[str] = []
+    done = 0  # text[:done] is copied; done is 0 or the position of a space
+    hit = find.search(text)
+    while hit is not None:
+        start = text.rfind(" ", done, hit.start()) + 1
+        end = text.find(" ", hit.end())
+        end = len(text) if end < 0 else end
+        word = unicodedata.normalize("NFD", text[start:end])
+        out += (text[done:start],
+                unicodedata.normalize("NFC", _LATIN_OR_CYRILLIC_MARK.sub("", word)))
+        done = end
+        hit = find.search(text, end)
+    out.append(text[done:])
+    return "".join(out)
+
+
+@lru_cache(maxsize=256)
+def _finder(chars: frozenset[str]) -> re.Pattern[str]:
+    return re.compile("[%s]" % "".join(re.escape(c) for c in sorted(chars)))
 
 
 def _without_polite(bare: str, polite: Sequence[str]) -> str:
@@ -165,15 +212,24 @@ def _find_repeat(keys, j, similarity, lookback, pairs, cut_short) -> int | None:
     command, text = keys[j]
     if not text and command is None:
         return None
+    size, slack, min_chars = len(text), 1 - similarity, cut_short[0]
     for i in range(j - 1, max(-1, j - 1 - lookback), -1):
         other_command, other = keys[i]
         if other_command != command:
             continue
         if other == text:
             return i
-        if command is None and len(text) >= 12 and _near(keys, i, j, similarity, pairs):
+        if command is not None:
+            continue
+        # the lengths first, here: most pairs of messages differ in length, and a call each
+        # to learn it cost more than the rest of the loop
+        other_size = len(other)
+        longer, shorter = max(size, other_size), min(size, other_size)
+        if (size >= 12 and other and abs(size - other_size) <= slack * longer + 1
+                and _near(keys, i, j, similarity, pairs)):
             return i
-        if command is None and _near_prefix(text, other, *cut_short):
+        if (shorter >= min_chars and shorter * 2 >= longer  # _near_prefix's own length test
+                and _near_prefix(text, other, *cut_short)):
             return i
     return None
 
@@ -194,14 +250,15 @@ def _near_prefix(a: str, b: str, min_chars: int, threshold: float) -> bool:
 
 
 def _near(keys, i: int, j: int, threshold: float, pairs: dict) -> bool:
-    """difflib's ratio, after two cheap filters: length, then shared word pairs."""
+    """difflib's ratio, after two cheap filters: length (``_find_repeat`` tested it), then
+    shared word pairs."""
     a, b = keys[j][1], keys[i][1]
-    if not b or abs(len(a) - len(b)) > (1 - threshold) * max(len(a), len(b)) + 1:
-        return False
     sa = pairs.get(j) or pairs.setdefault(j, _pairs(a))
     sb = pairs.get(i) or pairs.setdefault(i, _pairs(b))
-    if sa and sb and len(sa & sb) / len(sa | sb) < threshold - 0.4:
-        return False  # texts this close in characters share most of their word pairs
+    if sa and sb:
+        shared = len(sa & sb)  # |A ∪ B| = |A| + |B| - |A ∩ B|: no union set built
+        if shared / (len(sa) + len(sb) - shared) < threshold - 0.4:
+            return False  # texts this close in characters share most of their word pairs
     if len(a) > 400:  # long pastes: compare word by word, a few hundred items, not thousands
         a, b = a.split(), b.split()  # type: ignore[assignment]
     matcher = SequenceMatcher(None, a, b, autojunk=False)
@@ -209,8 +266,11 @@ def _near(keys, i: int, j: int, threshold: float, pairs: dict) -> bool:
 
 
 def _pairs(text: str) -> frozenset[str]:
+    """The text's pairs of adjacent words, each as ``"first second"`` (a word holds no space,
+    so the string names the pair; strings, unlike tuples, give the garbage collector nothing
+    to walk), or its one word."""
     words = text.split()
-    return frozenset(zip(words, words[1:])) if len(words) > 1 else frozenset(words)
+    return frozenset(map(" ".join, pairwise(words))) if len(words) > 1 else frozenset(words)
 
 
 def _reports_new_error(earlier: str, later: str, error_paste: re.Pattern[str]) -> bool:

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, ClassVar
 
@@ -101,17 +102,25 @@ class UnverifiedClaimParams:
 def unverified_claim(session: Session, params: UnverifiedClaimParams) -> Iterator[Finding]:
     p = params
     claims, hedge, negation, reported = p.claims, p.hedge, p.negation, p.reported
+    present = _substrings(tuple(claims.items()))
     claimed = [(turn, found) for turn in session.turns
                if isinstance(turn, AssistantTurn) and turn.text.strip() and not turn.error
-               and (found := _claims(turn.text, claims, hedge, negation, reported))]
+               and (found := _claims(turn.text, claims, present, hedge, negation, reported))]
     if not claimed:
         return
     all_runs = _Runs(runs(session), p.editors, p.delegates)
     wanted = {c.kind for _t, found in claimed for c in found}
     relevant = {k: v for k, v in p.checks.items() if k in wanted}
-    kinds_of = {id(r): (check_kinds(r.command, relevant, "server" if "server" in wanted else None)
-                        if r.command else set())
-                for r in all_runs.runs}
+    server = "server" if "server" in wanted else None
+    # Only the runs before the last claim are ever looked back at (the claims are in turn
+    # order); a command run again is judged once.
+    reach = all_runs.count_before(claimed[-1][0])
+    judged: dict[str, set[str]] = {}
+    kinds_of: dict[int, set[str]] = {}
+    for at, r in enumerate(all_runs.runs):
+        if r.command and at < reach and r.command not in judged:
+            judged[r.command] = check_kinds(r.command, relevant, server)
+        kinds_of[id(r)] = judged[r.command] if r.command and at < reach else set()
     for turn, found in claimed:
         verdicts = [v for c in found
                     if (v := _judge(session, turn, c, all_runs, kinds_of, p)) is not None]
@@ -193,11 +202,15 @@ class _Runs:
         return self._edits[at - 1] if at else 0
 
 
-def _claims(text, claims, hedge, negation, reported) -> list[_Claim]:
+def _claims(text, claims, present, hedge, negation, reported) -> list[_Claim]:
+    """The claims a message makes; ``present(body)``: which of the phrases occur in it."""
     body = _QUOTED_LINES.sub(" ", _CODE_BLOCK.sub(" ", text)).lower()
     hits = []
+    found = present(body)  # substring first: regexes are slow
+    if not found:
+        return []
     for kind, phrases in claims.items():
-        present = tuple(p for p in phrases if p in body)  # substring first: regexes are slow
+        present = tuple(p for p in phrases if p in found)
         pattern = cached_phrase_pattern(present) if present else None
         if pattern is not None:
             hits.extend((kind, m) for m in pattern.finditer(body))
@@ -215,6 +228,30 @@ def _claims(text, claims, hedge, negation, reported) -> list[_Claim]:
             continue
         out.append(_Claim(kind, _original(text, sentence), hit.group(0)))
     return out
+
+
+@lru_cache(maxsize=16)
+def _substrings(claims: tuple[tuple[str, tuple[str, ...]], ...]) -> Callable[[str], set[str]]:
+    """Which of the claim phrases occur in a text: ``{p for p in phrases if p in text}``, in one
+    pass of an Aho-Corasick automaton (pyahocorasick) rather than a scan of the text per phrase
+    (178 of them, over every assistant message). It reports every occurrence, overlapping ones
+    included, so the set is the same; without the library, the scans."""
+    phrases = {p for _kind, words in claims for p in words}
+    try:
+        import ahocorasick
+    except ImportError:
+        return lambda text: {p for p in phrases if p in text}
+    automaton = ahocorasick.Automaton()
+    for phrase in phrases - {""}:
+        automaton.add_word(phrase, phrase)
+    if len(automaton) == 0:
+        return lambda text: {p for p in phrases if p in text}
+    automaton.make_automaton()
+    always = phrases & {""}  # the empty string is in every text
+
+    def found(text: str) -> set[str]:
+        return {phrase for _end, phrase in automaton.iter(text)} | always
+    return found
 
 
 def _original(text: str, lowered: str) -> str:

@@ -1,0 +1,158 @@
+"""The rules' fast paths give the answers of the plain code they replaced, on every input.
+
+Each fast path (issue 17) is exact by construction; these properties hold it against the
+straightforward definition, so a later edit that breaks the reasoning fails here rather than
+moving a finding.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from forensics.rules import fx004_user_resend as fx004
+
+_MARKS = re.compile("[%s]" % "".join(
+    chr(c) for c in range(0x300, 0x370) if unicodedata.combining(chr(c))))
+_PUNCT = re.compile(r"[\s\.\!\?。！？，,…~]+$")
+
+
+def _bare_by_definition(text: str) -> str:
+    """FX004's folding as first written: NFKC, NFD, accents off, NFC, spacing, punctuation."""
+    text = unicodedata.normalize("NFKC", text)
+    if not text.isascii():
+        text = unicodedata.normalize("NFC", _MARKS.sub("", unicodedata.normalize("NFD", text)))
+    return _PUNCT.sub("", " ".join(text.casefold().split()))
+
+
+# Latin, Greek and Cyrillic letters with and without accents, the marks themselves and marks
+# of other scripts, characters that compose (Hangul jamo, kana voicing, Indic nukta, U+0338),
+# full-width forms, every kind of white space and the trailing punctuation FX004 drops.
+_TRICKY = st.sampled_from(
+    [chr(c) for c in (*range(0x20, 0x7F), *range(0xC0, 0x250), *range(0x300, 0x370),
+                      *range(0x370, 0x400, 7), *range(0x400, 0x530, 3), *range(0x1DC0, 0x1E00),
+                      *range(0x1E00, 0x1F00, 5), *range(0x1F00, 0x2000, 9))]
+    + list("\u3000\uff01\uff1f\u2026\u3002\uff0c\xa0\u2028\x85\x0b\x0c\t\n\r\u1e9e\u0130"
+           "\u226e\u2260\uac00\u1100\u1161\u11a8\u3099\u304b\u093c\u0915\u0591\u05b0"
+           "\u212b\u2126\ufb01\u00b5\u0345")
+    + [" "] * 8)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_TRICKY | st.characters(), max_size=24).map("".join))
+def test_bare_folds_as_defined(text: str) -> None:
+    assert fx004._bare(text) == _bare_by_definition(text)
+
+
+def test_bare_folds_every_character_as_defined() -> None:
+    """Each code point that decomposes, combines, is white space or changes under NFKC (and
+    every 97th other), alone and next to an accent, a space and an accented letter."""
+    for code in range(0x110000):
+        char = chr(code)
+        if 0xD800 <= code <= 0xDFFF or not (
+                code % 97 == 0 or unicodedata.decomposition(char) or unicodedata.combining(char)
+                or char.isspace() or not unicodedata.is_normalized("NFKC", char)):
+            continue
+        for text in (char, f"e{char}\u0301 {char}", f"\u0301 {char}. ", f"{char}\u0308 x"):
+            assert fx004._bare(text) == _bare_by_definition(text), (hex(code), text)
+
+
+def _pair_overlap_by_definition(a: str, b: str) -> float | None:
+    """FX004's word-pair overlap as first written (tuples of words, a set union)."""
+    def pairs(text: str) -> frozenset:
+        words = text.split()
+        return frozenset(zip(words, words[1:])) if len(words) > 1 else frozenset(words)
+    sa, sb = pairs(a), pairs(b)
+    return len(sa & sb) / len(sa | sb) if sa and sb else None
+
+
+_WORDS = st.lists(st.sampled_from(["a", "b", "ab", "a b", "c", "é", "a\u0301"]), max_size=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_WORDS, _WORDS)
+def test_pair_overlap_as_defined(a: list[str], b: list[str]) -> None:
+    ta, tb = fx004._bare(" ".join(a)), fx004._bare(" ".join(b))
+    sa, sb = fx004._pairs(ta), fx004._pairs(tb)
+    expected = _pair_overlap_by_definition(ta, tb)
+    if expected is None:
+        assert not (sa and sb)
+    else:
+        shared = len(sa & sb)
+        assert shared / (len(sa) + len(sb) - shared) == expected
+
+
+# -- shell words ---------------------------------------------------------------------------------
+
+from forensics.analysis.commands import shell_words  # noqa: E402
+import shlex  # noqa: E402
+
+_SHELL_CHARS = st.sampled_from(list("ab'\"\\ \t\n\r\x0b\x0c\xa0#;|&$()`=-~*") + ["\u2028", "\x00",
+                                                                              "é", "\x85"])
+
+
+def _split_or_error(split, text: str):
+    try:
+        return split(text)
+    except ValueError:
+        return "error"
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(_SHELL_CHARS | st.characters(), max_size=30).map("".join))
+def test_shell_words_are_shlex_split(text: str) -> None:
+    assert _split_or_error(shell_words, text) == _split_or_error(shlex.split, text)
+
+
+def test_shell_words_on_written_commands() -> None:
+    """The quoting agents write, and the errors: unclosed quotes, a trailing backslash."""
+    for text in ['git commit -m "fix: it\'s \\"done\\""', "echo 'a b'\"c d\"e\\ f",
+                 'grep -r "\\$HOME\\n" .', "printf '%s\\n' x", 'a "" \'\' b', "x\\\ny",
+                 'say "unclosed', "it's", "tail\\", '"a\\', "a\tb\r\nc\x0bd"]:
+        assert _split_or_error(shell_words, text) == _split_or_error(shlex.split, text), text
+
+
+# -- any of a list of patterns -------------------------------------------------------------------
+
+from forensics.rules._facts import _AnyOf  # noqa: E402
+
+_PATTERN_PARTS = ["^", r"\A", "a", "b", r"\s+", "(a|b)", r"\bab\b", "a?", "(?=b)", "$", r"(x)\1",
+                  "(?P<n>a)", "|", ".*", r"\n", "(?(1)a|b)", "[ab]+", "(?i)", "^a|b", "(^a)"]
+_TEXT_CHARS = st.sampled_from(list("abxAB \n\r\t"))
+
+
+@st.composite
+def _pattern(draw) -> re.Pattern[str]:
+    while True:
+        source = "".join(draw(st.lists(st.sampled_from(_PATTERN_PARTS), min_size=1, max_size=4)))
+        try:
+            return re.compile(source, draw(st.sampled_from([re.I | re.M, re.M, 0])))
+        except re.error:
+            continue
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(_pattern(), max_size=5),
+       st.lists(st.lists(_TEXT_CHARS, max_size=8).map("".join), min_size=1, max_size=3))
+def test_any_of_answers_as_each_pattern_in_turn(patterns, forms) -> None:
+    one_line = not any("\n" in f for f in forms)
+    expected = any(p.search(f) for p in patterns for f in forms)
+    assert _AnyOf(patterns).finds(forms, one_line) == expected
+
+
+# -- claim phrases present in a message ------------------------------------------------------------
+
+from forensics.rules import fx005_unverified_claim as fx005  # noqa: E402
+
+_PHRASE_CHARS = st.sampled_from(list("ab .\n") + ["测", "试", "é", "😀", "\U0010fffd"])
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(st.lists(_PHRASE_CHARS, max_size=4).map("".join), max_size=6),
+       st.lists(_PHRASE_CHARS, max_size=20).map("".join))
+def test_present_phrases_are_the_substrings(phrases, text) -> None:
+    present = fx005._substrings((("kind", tuple(phrases)),))
+    assert present(text) == {p for p in phrases if p in text}
