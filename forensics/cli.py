@@ -12,18 +12,14 @@ Inputs are named the same way in every command (``forensics.inputs``); what ``sc
 ``forensics.output``'s.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: typer reads every command's annotations each
+# time it starts, and string annotations were eval'd again on every run (about 400 evals).
 import os
 import sys
-import traceback
 from collections.abc import Iterable, Mapping
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
-
-from collections.abc import Iterable, Mapping
-from typing import Any
 
 import typer
 import typer.core
@@ -870,6 +866,8 @@ def main() -> None:
     except Exception as exc:  # a bug: one line (no locals, transcripts hold secrets), exit 2
         if os.environ.get("FORENSICS_DEBUG"):
             raise
+        import traceback
+
         where = traceback.extract_tb(exc.__traceback__)[-1]
         source = getattr(exc, "forensics_source", None)
         on = f" while reading {source}" if source else ""
