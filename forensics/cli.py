@@ -855,6 +855,14 @@ def sample() -> None:
 
 
 def main() -> None:
+    import atexit
+    import gc
+
+    # Registered first, so it runs last: the interpreter's collections at exit would otherwise
+    # walk every object the run made (about 50 ms of CPU after a small scan, 15% of it) only to
+    # free memory the process is about to give back. Every atexit handler still runs and the
+    # standard streams are still flushed; only cyclic garbage left at exit goes uncollected.
+    atexit.register(gc.freeze)
     try:
         app()
     except ForensicsError as exc:  # last resort: never a traceback for our own errors
