@@ -854,6 +854,15 @@ def sample() -> None:
     typer.echo(str(sample_session()))
 
 
+def _commands_needed(first: list[str]) -> list:
+    """Typer builds the parameters of every command at each start (most of its work before
+    the command runs); ``forensics scan …`` needs scan's alone. The app's own help, version and
+    completion (no command named first) see every command."""
+    commands = app.registered_commands
+    named = [c for c in commands if first and (c.name or c.callback.__name__) == first[0]]
+    return named or commands
+
+
 def main() -> None:
     import atexit
     import gc
@@ -863,6 +872,8 @@ def main() -> None:
     # free memory the process is about to give back. Every atexit handler still runs and the
     # standard streams are still flushed; only cyclic garbage left at exit goes uncollected.
     atexit.register(gc.freeze)
+    every_command = app.registered_commands
+    app.registered_commands = _commands_needed(sys.argv[1:2])
     try:
         app()
     except ForensicsError as exc:  # last resort: never a traceback for our own errors
@@ -883,6 +894,8 @@ def main() -> None:
                    f"{Path(where.filename).name}:{where.lineno}{on}; please report it "
                    "(FORENSICS_DEBUG=1 shows the traceback)", err=True)
         sys.exit(EXIT_ERROR)
+    finally:
+        app.registered_commands = every_command
 
 
 if __name__ == "__main__":
