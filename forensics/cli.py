@@ -14,6 +14,7 @@ Inputs are named the same way in every command (``forensics.inputs``); what ``sc
 
 # No ``from __future__ import annotations`` here: typer reads every command's annotations each
 # time it starts, and string annotations were eval'd again on every run (about 400 evals).
+import gc
 import os
 import sys
 from collections.abc import Iterable, Mapping
@@ -269,7 +270,19 @@ def build_config(config: Path | None, select: list[str] | None, ignore: list[str
         cfg.rules()  # validates names
     except ForensicsError as exc:
         raise fail(str(exc))
+    started()
     return cfg
+
+
+def started() -> None:
+    """Start-up is over (``main`` paused the collector): what it made (modules, classes, the
+    rules and their knowledge) lives as long as the process, so the collector stops walking it
+    (``gc.freeze``) and collects again. Every command that reads sessions calls this first
+    (``build_config`` and ``load_sessions`` do)."""
+    if gc.isenabled():  # not paused by main (a test's CliRunner), or started already
+        return
+    gc.freeze()
+    gc.enable()
 
 
 def build_filter(since, until, project, agent):
@@ -299,6 +312,7 @@ def load_sessions(paths: list[str] | None, input_format: str | None, keep=None):
     nothing readable at all is an error (exit 2)."""
     from forensics.inputs import read_inputs
 
+    started()
     errors: list = []
     sessions = [s for s in read_inputs(resolve_paths(paths), format=input_format, errors=errors)
                 if keep is None or keep.keeps(s)]
@@ -865,13 +879,15 @@ def _commands_needed(first: list[str]) -> list:
 
 def main() -> None:
     import atexit
-    import gc
 
     # Registered first, so it runs last: the interpreter's collections at exit would otherwise
     # walk every object the run made (about 50 ms of CPU after a small scan, 15% of it) only to
     # free memory the process is about to give back. Every atexit handler still runs and the
     # standard streams are still flushed; only cyclic garbage left at exit goes uncollected.
     atexit.register(gc.freeze)
+    # Start-up (typer, pydantic, the model, the rules) only builds what lives to the end, yet
+    # the collector walked it again and again: paused until the command calls started().
+    gc.disable()
     every_command = app.registered_commands
     app.registered_commands = _commands_needed(sys.argv[1:2])
     try:
