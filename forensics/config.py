@@ -16,12 +16,15 @@ the file and key, not a silently ignored setting.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from forensics.errors import ConfigError
+from forensics.analysis.params import build as build_params
+from forensics.analysis.phrases import compiled_now
+from forensics.errors import ConfigError, RuleError
 from forensics.rules import RuleSpec, registry, resolve
 
 
@@ -111,8 +114,22 @@ def config_from_dict(data: dict[str, Any], *, source: str = "<config>") -> Confi
         spec = by_name.get(name)
         if spec is None:
             raise ConfigError(f"{source}: [rules.{name}] names no rule")
-        cfg.params[spec.code] = _apply(spec, overrides, source)
+        cfg.params[spec.code] = _checked(spec, _apply(spec, overrides, source), source)
     return cfg
+
+
+def _checked(spec: RuleSpec, params: dict[str, Any], source: str) -> dict[str, Any]:
+    """``params`` once built, every pattern compiled now (the rule files' wait for their first
+    use): a bad pattern or ``@`` reference of the user's is an error at load, naming the file."""
+    try:
+        with compiled_now():
+            build_params(spec.params_class, params)
+    except re.error as exc:
+        raise ConfigError(f"{source}: [rules.{spec.slug}] bad regular expression "
+                          f"{exc.pattern!r}: {exc.msg}") from None
+    except RuleError as exc:
+        raise ConfigError(f"{source}: [rules.{spec.slug}] {exc}") from None
+    return params
 
 
 def _apply(spec: RuleSpec, overrides: dict[str, Any], source: str) -> dict[str, Any]:

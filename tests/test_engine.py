@@ -16,6 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forensics import rules as rules_pkg
+from forensics.analysis.params import resolve_references
+from forensics.analysis.phrases import compiled_now
 from forensics.config import config_from_dict, load_config
 from forensics.engine import scan_session
 from forensics.errors import ConfigError, RuleError
@@ -214,6 +216,27 @@ def test_config_overrides_and_extends_params() -> None:
     assert cfg.params_for(spec3)["probe_commands"][-1] == "my-probe"
     assert len(cfg.params_for(spec3)["probe_commands"]) == len(spec3.params["probe_commands"]) + 1
     assert spec3.params["probe_commands"][-1] != "my-probe", "the rule file's value is untouched"
+
+
+def test_every_pattern_of_the_rule_files_compiles() -> None:
+    """The rule files' patterns compile on first use (start-up): this holds each of them to
+    compiling, as the load did before."""
+    for spec in registry().values():
+        with compiled_now():
+            spec.params_class.from_params(resolve_references(spec.params))
+
+
+def test_a_bad_pattern_in_the_config_fails_at_load_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "forensics.toml"
+    path.write_text('[rules.retry-loop]\nextend-polling_patterns = ["(unclosed"]\n',
+                    encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"forensics.toml: \[rules.retry-loop\] bad regular "
+                                          r"expression '\(unclosed': missing \)"):
+        load_config(path)
+    with pytest.raises(ConfigError, match=r"forensics.toml: \[rules.retry-loop\] .*'@nolist' "
+                                          "names no list"):
+        config_from_dict({"rules": {"retry-loop": {"extend-polling_patterns": ["@nolist"]}}},
+                         source=str(path))
 
 
 @pytest.mark.parametrize("data, message", [

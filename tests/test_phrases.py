@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from forensics.analysis.phrases import cached_phrase_pattern, phrase_pattern
+import pickle
+import re
+
+import pytest
+
+from forensics.analysis.phrases import (
+    cached_phrase_pattern,
+    compile_later,
+    compiled_now,
+    phrase_pattern,
+)
 
 
 def test_ascii_phrases_match_whole_words_in_any_case() -> None:
@@ -42,3 +52,28 @@ def test_longest_phrase_wins_and_an_empty_list_is_none() -> None:
         0) == "is up and running"
     assert phrase_pattern([]) is None and phrase_pattern(["  "]) is None
     assert cached_phrase_pattern(("a b",)) is cached_phrase_pattern(("a b",))
+
+
+def test_a_pattern_compiled_later_answers_as_the_compiled_one() -> None:
+    text = "Error: port 8000 taken\nerror: again"
+    later, now = compile_later(r"^error: (\w+)", re.I | re.M), re.compile(r"^error: (\w+)", re.I | re.M)
+    assert "search" not in vars(later), "nothing is compiled before the first use"
+    assert [m.group(1) for m in later.finditer(text)] == ["port", "again"]
+    assert later.findall(text) == now.findall(text) and later.sub("E", text) == now.sub("E", text)
+    assert later.search(text).span() == now.search(text).span() and not later.match("x error:")
+    assert (later.pattern, later.flags, later.groups) == (now.pattern, now.flags, now.groups)
+    assert later == compile_later(r"^error: (\w+)", re.I | re.M) != compile_later("error")
+    again = pickle.loads(pickle.dumps(later))  # batch workers receive parameter objects
+    assert again == later and again.findall(text) == ["port", "again"]
+
+
+def test_a_bad_pattern_fails_at_first_use_or_at_once_inside_compiled_now() -> None:
+    later = compile_later("(unclosed")
+    with pytest.raises(re.error):
+        later.search("x")
+    with compiled_now(), pytest.raises(re.error, match="missing \\)"):
+        compile_later("(unclosed")
+    literal = compile_later("(unclosed", literal_if_invalid=True)  # the ledger's entries
+    assert literal.search("a (unclosed one") and not literal.search("unclosed")
+    with compiled_now():
+        assert compile_later("(unclosed", literal_if_invalid=True).search("(unclosed")

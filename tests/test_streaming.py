@@ -96,6 +96,29 @@ def test_help_loads_no_model_engine_or_table_library() -> None:
     assert out.stdout.strip() == ""
 
 
+def test_a_small_scan_loads_one_reader_and_no_table_batch_or_report_code() -> None:
+    """``forensics scan FILE`` of one small session starts in a small multiple of a bare
+    interpreter: polars, jinja2, the batch machinery, the case-study renderers and the other
+    formats' readers load only in the commands and for the inputs that need them."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom typer.testing import CliRunner\nfrom forensics.cli import app\n"
+            "from forensics.resources import sample_session\n"
+            "result = CliRunner().invoke(app, ['scan', str(sample_session())])\n"
+            "assert result.exit_code == 1 and 'FX002 duplicate-launch' in result.output\n"
+            "unwanted = ('polars', 'jinja2', 'forensics.batch', 'forensics.report', "
+            "'forensics.frame', 'forensics.ingest.claude_code', 'forensics.ingest.codex', "
+            "'concurrent.futures.process')\n"
+            "print(' '.join(m for m in unwanted if m in sys.modules))\n"
+            "print(' '.join(m for m in sys.modules if m.startswith('forensics.ingest.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    unwanted, readers = out.stdout.split("\n")[:2]
+    assert unwanted == ""
+    assert "forensics.ingest.opencode_export" in readers.split()
+
+
 def test_reports_are_written_as_the_results_come(tmp_path: Path) -> None:
     """``write_reports`` over a stream holds one source's sessions at a time: by the time the
     next result is asked for, the sessions of earlier sources are gone; the top index still

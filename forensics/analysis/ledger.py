@@ -47,7 +47,7 @@ from typing import Any, ClassVar
 from forensics.resources import rules_dir
 from forensics.model import AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn, UserTurn
 from forensics.analysis.params import build as build_params
-from forensics.analysis.phrases import phrase_pattern
+from forensics.analysis.phrases import compile_later, phrase_pattern
 from forensics.analysis.params import require_names, resolve_references
 from forensics.analysis.commands import _ASSIGN, Command, Pipeline, normalize, parse, split_pipelines
 from forensics.analysis.commands import words as shell_words
@@ -231,10 +231,7 @@ SERVER_CACHE_SIZE = 16_384
 past that many it starts over."""
 
 def _compile(pattern: str, flags: int = re.I | re.M) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern, flags)
-    except re.error:
-        return re.compile(re.escape(pattern), flags)
+    return compile_later(pattern, flags, literal_if_invalid=True)  # an invalid one: its text
 
 
 def _union(patterns: Iterable[str], flags: int = re.I | re.M) -> re.Pattern[str] | None:

@@ -17,6 +17,7 @@ from functools import cache
 from typing import Literal
 
 from forensics.analysis.knowledge import shared
+from forensics.analysis.phrases import compile_later
 from forensics.analysis.text import edges, shorten
 from forensics.model import ToolResultTurn
 
@@ -93,7 +94,7 @@ def any_of(patterns: Sequence[str]) -> re.Pattern[str] | None:
     for p in patterns:
         p = p.removeprefix("(?m)")
         alts.append(f"(?i:{p[4:]})" if p.startswith("(?i)") else f"(?:{p})")
-    return re.compile("|".join(alts), re.MULTILINE) if alts else None
+    return compile_later("|".join(alts), re.MULTILINE) if alts else None
 
 
 def outcome(result: ToolResultTurn, command: str | None = None,

@@ -5,13 +5,90 @@ A phrase matches case-insensitively, any run of white space for each space. An A
 matches at word boundaries: before its first character and after its last when those are
 letters or digits (``"complete!"`` still matches at the end of a sentence); phrases in other
 scripts (Chinese, Japanese, Korean…), which do not space their words, match anywhere.
+
+The rule files hold hundreds of patterns and a run uses few of them: ``compile_later`` makes
+each a regular expression on first use (start-up compiled about 500 before). A user's config
+is different: its patterns are compiled at load inside ``compiled_now()``, so a bad one fails
+there, naming the file, not in the middle of a scan; the shipped rule files are held to
+compiling by the test suite.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from functools import lru_cache
+from typing import Any, cast
+
+_PATTERN_API = ("search", "match", "fullmatch", "finditer", "findall", "sub", "subn", "split",
+                "scanner", "pattern", "flags", "groups", "groupindex")
+_compile_now = 0
+
+
+class LazyPattern:
+    """A regular expression compiled on its first use; then it is the compiled pattern's own
+    methods that answer (bound on the instance), so a hot loop pays nothing for the wait.
+    ``literal_if_invalid``: a pattern that does not compile matches its own text (the ledger's
+    knowledge entries)."""
+
+    def __init__(self, source: str, flags: int = 0, *, literal_if_invalid: bool = False) -> None:
+        self._source, self._flags, self._literal = source, flags, literal_if_invalid
+        if _compile_now:
+            self._compiled()
+
+    def _compiled(self) -> re.Pattern[str]:
+        try:
+            compiled = re.compile(self._source, self._flags)
+        except re.error:
+            if not self._literal:
+                raise
+            compiled = re.compile(re.escape(self._source), self._flags)
+        for name in _PATTERN_API:
+            setattr(self, name, getattr(compiled, name))
+        return compiled
+
+    def __getattr__(self, name: str) -> Any:  # only until the first use has bound the API
+        if name not in _PATTERN_API:
+            raise AttributeError(name)
+        return getattr(self._compiled(), name)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_remade, (self._source, self._flags, self._literal))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LazyPattern):
+            return NotImplemented
+        return (self._source, self._flags, self._literal) == (
+            other._source, other._flags, other._literal)
+
+    def __hash__(self) -> int:
+        return hash((self._source, self._flags, self._literal))
+
+    def __repr__(self) -> str:
+        return repr(self._compiled())
+
+
+def _remade(source: str, flags: int, literal: bool) -> LazyPattern:
+    return LazyPattern(source, flags, literal_if_invalid=literal)
+
+
+def compile_later(source: str, flags: int = 0, *,
+                  literal_if_invalid: bool = False) -> re.Pattern[str]:
+    """``re.compile(source, flags)`` on first use (at once inside ``compiled_now()``)."""
+    return cast("re.Pattern[str]", LazyPattern(source, flags,
+                                               literal_if_invalid=literal_if_invalid))
+
+
+@contextmanager
+def compiled_now() -> Iterator[None]:
+    """Patterns made inside compile at once: a bad one raises ``re.error`` here."""
+    global _compile_now
+    _compile_now += 1
+    try:
+        yield
+    finally:
+        _compile_now -= 1
 
 
 def phrase_pattern(words: Iterable[str], *, prefix: bool = False,
@@ -30,7 +107,7 @@ def phrase_pattern(words: Iterable[str], *, prefix: bool = False,
     if not alts:
         return None
     body = "|".join(alts)
-    return re.compile(rf"^(?:{body})" if anchored else body, re.I)
+    return compile_later(rf"^(?:{body})" if anchored else body, re.I)
 
 
 @lru_cache(maxsize=256)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from forensics.model import AssistantTurn, Session, ToolCall, ToolResultTurn, Turn, UserTurn
+from forensics.analysis.phrases import compile_later
 from forensics.analysis.shell import FILE_KEYS, command_of, split_commands
 
 # -- words ------------------------------------------------------------------------------------
@@ -72,7 +73,7 @@ def matches_any(patterns: Sequence[re.Pattern[str]], text: str) -> bool:
 
 
 def compile_all(patterns: Iterable[str]) -> list[re.Pattern[str]]:
-    return [re.compile(p, re.I | re.M) for p in patterns]
+    return [compile_later(p, re.I | re.M) for p in patterns]
 
 
 

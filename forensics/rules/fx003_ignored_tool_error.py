@@ -32,6 +32,7 @@ from forensics.analysis import OutcomeRules, analysis_of, user_stopped
 from forensics.analysis.commands import program
 from forensics.analysis.outcome import any_of as _any_of
 from forensics.analysis.outcome import telling_lines
+from forensics.analysis.phrases import compile_later
 from forensics.analysis.phrases import phrase_pattern as _phrases
 from forensics.analysis.shell import command_of as _script_of
 from forensics.analysis.shell import FILE_KEYS, split_commands
@@ -196,7 +197,7 @@ class IgnoredToolErrorParams:
         return cls(
             death_words=tuple(raw["death_words"]),
             probes=frozenset(raw["probe_commands"]),
-            probe_patterns=tuple(re.compile(p) for p in raw["probe_patterns"]),
+            probe_patterns=tuple(compile_later(p) for p in raw["probe_patterns"]),
             benign=frozenset(raw["benign_commands"]),
             death=_any_of(raw["death_patterns"]),
             exit_text=_any_of(raw["exit_text_patterns"]),
@@ -213,7 +214,7 @@ class IgnoredToolErrorParams:
                 {kind: _phrases(words) for kind, words in raw["step_claims"].items()}),
             plain=frozenset(raw["plain_programs"]),
             common=frozenset(w.lower() for w in raw["common_words"]),
-            recording=tuple(re.compile(p) for p in raw["recording_commands"]),
+            recording=tuple(compile_later(p) for p in raw["recording_commands"]),
         )
 
     @cached_property

@@ -24,6 +24,7 @@ from forensics.findings import Evidence, Finding
 from forensics.model import AssistantTurn, EventTurn, Session, ToolResultTurn, UserTurn
 from forensics.rules import rule
 from forensics.analysis.outcome import any_of, telling_lines
+from forensics.analysis.phrases import compile_later
 
 ReplyStatus = Literal["none", "aborted", "error", "empty", "failed", "ok"]
 BAD = frozenset({"error", "empty", "failed"})
@@ -59,7 +60,7 @@ class UserResendParams:
             similarity=raw["similarity"],
             short_message_chars=raw["short_message_chars"],
             lookback=raw["lookback"],
-            templates=tuple(re.compile(p) for p in raw["template_patterns"]),
+            templates=tuple(compile_later(p) for p in raw["template_patterns"]),
             cut_short=(raw["cut_short_min_chars"], raw["cut_short_similarity"]),
             long_turn_seconds=raw["long_turn_seconds"],
             retries=frozenset(_bare(p) for p in raw["retry_phrases"]),

@@ -22,6 +22,7 @@ from forensics.model import AssistantTurn, Session, UserTurn
 from forensics.rules import rule
 from forensics.rules._facts import Run, compile_all, failure_kind, normalized_command, outcome, runs
 from forensics.analysis.commands import program
+from forensics.analysis.phrases import compile_later
 from forensics.analysis.shell import split_commands
 from forensics.analysis.text import shorten
 
@@ -55,8 +56,8 @@ class RetryLoopParams:
             readers=frozenset(raw["read_only_programs"]),
             tools=frozenset(t.lower() for t in raw["read_only_tools"]),
             read_only=tuple(compile_all(raw["read_only_patterns"])),
-            error_line=re.compile("|".join(f"(?:{p})" for p in raw["error_line_patterns"]),
-                                  re.M | re.I),
+            error_line=compile_later("|".join(f"(?:{p})" for p in raw["error_line_patterns"]),
+                                     re.M | re.I),
         )
 
 

@@ -17,6 +17,7 @@ from forensics.findings import Evidence, Finding
 from forensics.model import AssistantTurn, EventTurn, Session
 from forensics.rules import rule
 from forensics.rules._harness import event_runs
+from forensics.analysis.phrases import compile_later
 from forensics.analysis.text import shorten
 
 
@@ -30,7 +31,7 @@ class ProviderErrorParams:
 
     @classmethod
     def from_params(cls, raw: Mapping[str, Any]) -> "ProviderErrorParams":
-        return cls(tuple((name, re.compile("|".join(f"(?:{w})" for w in words), re.I))
+        return cls(tuple((name, compile_later("|".join(f"(?:{w})" for w in words), re.I))
                          for name, words in raw["error_kinds"].items() if words))
 
 
