@@ -30,7 +30,7 @@ class TextMemo:
         self._chars = 0
         _MEMOS.append(self)
 
-    def __call__(self, text: str, *args: Any) -> Any:
+    def __call__(self, text: Any, *args: Any) -> Any:
         key = (text, *args)
         if self.stamp is not None:
             stamp = self.stamp()
@@ -45,7 +45,7 @@ class TextMemo:
             self.clear()
             self._stamped = self.stamp() if self.stamp is not None else None
         found = self._found[key] = self.fn(text, *args)
-        self._chars += len(text)
+        self._chars += len(text) if isinstance(text, str) else 1
         return found
 
     def clear(self) -> None:

@@ -202,12 +202,19 @@ def _build(fmt: str):
             text = text[: limit + 400] + "\n" + text[-(limit // 3 + 400):]
         return clip(_maybe_redact(ctx, text), limit)
 
-    @jinja2.pass_context
-    def paragraph_f(ctx, sentences, rows: Any = None, prefix: str = ""):
+    def worded(sentences: tuple, rows: frozenset[int] | None, prefix: str, redacting: bool):
         from forensics.report.narrative import join
 
         fn = sentence_html if fmt == "html" else sentence_md
-        return fn(ctx, join(list(sentences)), rows, prefix)
+        return fn({"redact": redacting}, join(list(sentences)), rows, prefix)
+
+    paragraphs = TextMemo(worded, limit=20_000)
+    """A paragraph is worded alike on the session page and on the case's own page."""
+
+    @jinja2.pass_context
+    def paragraph_f(ctx, sentences, rows: Any = None, prefix: str = ""):
+        return paragraphs(tuple(sentences), None if rows is None else frozenset(rows), prefix,
+                          bool(ctx.get("redact", True)))
 
     def shortid_html(anchor: Any):
         text = str(anchor)
