@@ -915,7 +915,9 @@ def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
     before = _previous_fingerprints(out)  # what the last run found, for new/still/resolved
     every = checkpoint_every or int(os.environ.get("FORENSICS_CHECKPOINT_EVERY")
                                     or CHECKPOINT_EVERY)
-    cases_dir = dest.cases if _reporter_available() else None
+    # Whether the reporter is installed is asked by the first session with incidents
+    # (``cases.write_cases``), so a rerun that scans nothing does not import it.
+    cases_dir = dest.cases
 
     def checkpoint(so_far: Collected) -> None:
         if all(o.status in ("skipped", "ignored") for o in so_far.outcomes):
@@ -954,12 +956,6 @@ class BatchLost(ForensicsError):
         self.summary = summary
         super().__init__(f"{reason}; {summary.sources} sources were done and written to "
                          f"{summary.out}: run the same command again to continue")
-
-
-def _reporter_available() -> bool:
-    from forensics import cases
-
-    return cases.available()
 
 
 def _replace(path: Path, write: Callable[[Path], None]) -> None:
