@@ -58,6 +58,7 @@ from forensics.frame import (
     incident_rows,
     session_row,
 )
+from forensics.index import VIEW_FILE
 from forensics.inputs import SessionFilter
 
 STATE_FILE = "state.json"
@@ -68,9 +69,9 @@ MAX_CASE_SESSIONS = 2000
 100,000-session archive would otherwise write gigabytes of pages before any table)."""
 TABLE_FILES = ("incidents.parquet", "incidents.ndjson", "sessions.parquet", "sessions.ndjson",
                "errors.ndjson")
-OUTPUT_FILES = (*TABLE_FILES, "index.md", "index.html")
+OUTPUT_FILES = (*TABLE_FILES, "index.md", "index.html", VIEW_FILE)
 PREVIOUS_RUN = (STATE_FILE, "incidents.parquet", "sessions.parquet", "errors.ndjson",
-                "incidents.ndjson")
+                "incidents.ndjson", "sessions.ndjson", VIEW_FILE)
 """What a rerun reads back from OUT: the state, the rows it carries over, the fingerprints it
 compares with (fetched from a URL before the batch starts)."""
 
@@ -794,6 +795,23 @@ def _previous_rows(out: Path, origins: set[str]) -> dict[str, list[dict[str, Any
     return rows
 
 
+class _Previous:
+    """The last run's rows for the units skipped now, read on first use."""
+
+    def __init__(self, out: Path, origins: set[str]) -> None:
+        self.out, self.origins = out, origins
+        self._rows: dict[str, list[dict[str, Any]]] | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._rows is not None
+
+    def rows(self) -> dict[str, list[dict[str, Any]]]:
+        if self._rows is None:
+            self._rows = _previous_rows(self.out, self.origins)
+        return self._rows
+
+
 def _previous_fingerprints(out: Path) -> dict[str, tuple[str, str]] | None:
     """Fingerprint -> (code, rule) of the incidents the last run wrote to OUT; None when OUT
     holds no previous run."""
@@ -891,15 +909,20 @@ def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
     config = config or Config()
     key = _config_key(config, redact, keep if keep is not None and keep.active else None)
     known = {} if full else _load_state(out, key)
-    # Every stored row is read now, before a checkpoint rewrites the tables it lives in.
-    previous = _previous_rows(out, set(known)) if known else None
+    # The stored rows are read before the first checkpoint rewrites the tables they live in
+    # (no table is written before it), and not at all when no table changes.
+    previous = _Previous(out, set(known)) if known else None
     before = _previous_fingerprints(out)  # what the last run found, for new/still/resolved
     every = checkpoint_every or int(os.environ.get("FORENSICS_CHECKPOINT_EVERY")
                                     or CHECKPOINT_EVERY)
-    cases_dir = dest.cases if _reporter_available() else None
+    # Whether the reporter is installed is asked by the first session with incidents
+    # (``cases.write_cases``), so a rerun that scans nothing does not import it.
+    cases_dir = dest.cases
 
     def checkpoint(so_far: Collected) -> None:
-        _write_tables(so_far, out, key=key, previous=previous)
+        if all(o.status in ("skipped", "ignored") for o in so_far.outcomes):
+            return  # the state in OUT lists these units already: nothing new to keep
+        _write_tables(so_far, out, key=key, previous=previous.rows() if previous else None)
         dest.publish([*TABLE_FILES, STATE_FILE])
 
     collected = collect(paths, workers=workers, config=config,
@@ -909,8 +932,13 @@ def run_batch(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
                         max_case_sessions=max_case_sessions, checkpoint=checkpoint,
                         checkpoint_every=every, limits=limits, keep=keep,
                         executor=executor)
-    summary = write_outputs(collected, out, key=key, rescanned_all=full or not known,
-                            previous=previous, before=before, partitioned=partitioned)
+    summary = None
+    if known and not partitioned and previous is not None and not previous.loaded:
+        summary = _write_unchanged(collected, out, key=key, known=known, before=before)
+    if summary is None:
+        summary = write_outputs(collected, out, key=key, rescanned_all=full or not known,
+                                previous=previous.rows() if previous else None, before=before,
+                                partitioned=partitioned)
     dest.publish([*OUTPUT_FILES, *(PARTITIONED_TABLES if partitioned else ()), STATE_FILE])
     dest.close()
     if dest.url:
@@ -928,12 +956,6 @@ class BatchLost(ForensicsError):
         self.summary = summary
         super().__init__(f"{reason}; {summary.sources} sources were done and written to "
                          f"{summary.out}: run the same command again to continue")
-
-
-def _reporter_available() -> bool:
-    from forensics import cases
-
-    return cases.available()
 
 
 def _replace(path: Path, write: Callable[[Path], None]) -> None:
@@ -974,6 +996,12 @@ def _write_tables(collected: Collected, out: Path, *, key: str,
             _replace(out / f"{name}.parquet", lambda p: df.write_parquet(p, metadata=meta))
         _replace(out / f"{name}.ndjson", df.write_ndjson)
 
+    _write_state(collected, out, key=key)
+    return tables, incidents, sessions, errors, skipped
+
+
+def _write_state(collected: Collected, out: Path, *, key: str) -> None:
+    """What a rerun needs to skip unchanged units: per unit its hash and stamp."""
     state = {
         "schema_version": SCHEMA_VERSION,
         "config_key": key,
@@ -983,7 +1011,6 @@ def _write_tables(collected: Collected, out: Path, *, key: str,
     }
     _replace(out / STATE_FILE,
              lambda p: p.write_bytes(orjson.dumps(state, option=orjson.OPT_INDENT_2)))
-    return tables, incidents, sessions, errors, skipped
 
 
 def write_outputs(collected: Collected, out: Path, *, key: str, rescanned_all: bool,
@@ -995,7 +1022,7 @@ def write_outputs(collected: Collected, out: Path, *, key: str, rescanned_all: b
 
     ``previous``: the rows of the last run, when read before checkpoints rewrote OUT;
     ``before``: the fingerprints the last run found (None on a first run)."""
-    from forensics.index import write_index
+    from forensics.index import save_view, write_index
 
     tables, incidents, sessions, errors, skipped = _write_tables(collected, out, key=key,
                                                                  previous=previous)
@@ -1003,7 +1030,54 @@ def write_outputs(collected: Collected, out: Path, *, key: str, rescanned_all: b
         from forensics.dataset import write_partitioned
 
         write_partitioned(tables, out)
+    summary = _summary(collected, out, incidents, sessions, errors, skipped,
+                       rescanned_all=rescanned_all, before=before)
+    save_view(write_index(tables, summary, out), out)
+    return summary
 
+
+def _write_unchanged(collected: Collected, out: Path, *, key: str,
+                     known: dict[str, dict[str, str]],
+                     before: dict[str, tuple[str, str]] | None) -> BatchSummary | None:
+    """A rerun in which every source is unchanged and the archives' problems are the same: the
+    tables would be written again as they are, so they are left alone, and the index is
+    rendered from the figures kept with them. None (nothing written) when anything differs;
+    ``write_outputs`` then writes everything."""
+    from forensics.index import cached_view, write_index
+
+    outcomes = collected.outcomes
+    if collected.lost or before is None or len(outcomes) != len(known) \
+            or any(o.status not in ("skipped", "ignored") or o.label not in known
+                   for o in outcomes):
+        return None
+    view = cached_view(out)
+    if view is None:
+        return None
+    rows = {}
+    for kind in ("incidents", "sessions", "errors"):
+        try:
+            rows[kind] = [orjson.loads(line) for line in
+                          (out / f"{kind}.ndjson").read_bytes().splitlines() if line.strip()]
+        except (OSError, orjson.JSONDecodeError):
+            return None
+    skipped = {o.label for o in outcomes if o.status == "skipped"}
+    kept = [r for r in rows["errors"] if r.get("kind") != "archive"]
+    problems = [_error_row(p.label, p.label, p.reason, kind="archive")
+                for p in collected.problems]
+    if rows["errors"] != kept + problems or any(
+            r.get("origin") not in skipped for r in (*rows["incidents"], *rows["sessions"], *kept)):
+        return None  # a table would change: write them all
+    _write_state(collected, out, key=key)
+    summary = _summary(collected, out, rows["incidents"], rows["sessions"], rows["errors"],
+                       skipped, rescanned_all=False, before=before)
+    write_index(None, summary, out, view=view)
+    return summary
+
+
+def _summary(collected: Collected, out: Path, incidents: list[dict[str, Any]],
+             sessions: list[dict[str, Any]], errors: list[dict[str, Any]], skipped: set[str],
+             *, rescanned_all: bool,
+             before: dict[str, tuple[str, str]] | None) -> BatchSummary:
     summary = BatchSummary(
         out=out,
         sources=len(collected.outcomes),
@@ -1025,7 +1099,6 @@ def write_outputs(collected: Collected, out: Path, *, key: str, rescanned_all: b
         summary.by_rule[r["code"]] = summary.by_rule.get(r["code"], 0) + 1
     if before is not None:
         summary.changes = compare_runs(before, incidents)
-    write_index(tables, summary, out)
     return summary
 
 

@@ -175,11 +175,15 @@ def _md_cell(value: Any) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def write_index(tables: dict[str, pl.DataFrame], summary: BatchSummary, out: Path) -> None:
-    """Render ``index.md`` and ``index.html`` into ``out``."""
+def write_index(tables: dict[str, pl.DataFrame] | None, summary: BatchSummary, out: Path, *,
+                view: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Render ``index.md`` and ``index.html`` into ``out``; returns the figures they show
+    (``view``: figures already summarized from the same tables, instead of ``tables``)."""
     from markupsafe import Markup
 
-    view = summarize_tables(tables)
+    if view is None:
+        assert tables is not None
+        view = summarize_tables(tables)
     context = {"s": summary, "v": view}
     md = _env(False)
     md.filters["cell"] = _md_cell
@@ -189,3 +193,107 @@ def write_index(tables: dict[str, pl.DataFrame], summary: BatchSummary, out: Pat
     svgs = {k: Markup(v) for k, v in charts(view).items()}
     (out / "index.html").write_text(
         html.get_template("batch_index.html.j2").render(charts=svgs, **context), encoding="utf-8")
+    return view
+
+
+# -- the figures of the last run, for a rerun that changes no table --------------------------
+
+VIEW_FILE = ".index-view.json"
+"""The index's figures (``summarize_tables``) as of the tables in OUT, with a digest of those
+tables: a rerun that keeps every table as it is re-renders the index from it without reading
+the tables into frames (which costs polars' import alone several times the rest of such a
+rerun)."""
+
+
+def tables_digest(out: Path) -> str | None:
+    """What the tables in OUT hold (their NDJSON twins), or None when one is missing."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=16)
+    for name in ("incidents.ndjson", "sessions.ndjson", "errors.ndjson"):
+        try:
+            data = (out / name).read_bytes()
+        except OSError:
+            return None
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()
+
+
+def save_view(view: dict[str, Any], out: Path) -> None:
+    """Keep ``view`` beside the tables it was summarized from (none when a value would not
+    come back as it was)."""
+    import orjson
+
+    digest = tables_digest(out)
+    try:
+        data = orjson.dumps({"tables": digest, "view": _tagged(view)})
+    except (TypeError, ValueError):
+        data = None
+    path = out / VIEW_FILE
+    if digest is None or data is None:
+        path.unlink(missing_ok=True)
+        return
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+def cached_view(out: Path) -> dict[str, Any] | None:
+    """The figures ``save_view`` kept, when they were summarized from the tables OUT holds now."""
+    import orjson
+
+    try:
+        kept = orjson.loads((out / VIEW_FILE).read_bytes())
+        if not isinstance(kept, dict) or kept.get("tables") != tables_digest(out) \
+                or kept.get("tables") is None:
+            return None
+        return _untagged(kept["view"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def _tagged(value: Any) -> Any:
+    """``value`` as JSON that ``_untagged`` turns back into equal values of the same types."""
+    import datetime as dt
+    import math
+
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError("not a finite float")
+        return value
+    if isinstance(value, dt.datetime):
+        zone = getattr(value.tzinfo, "key", None)
+        if value.tzinfo is not None and zone is None:
+            raise ValueError("a time zone without a name")
+        return {"$datetime": value.replace(tzinfo=None).isoformat(), "zone": zone}
+    if isinstance(value, dt.date):
+        return {"$date": value.isoformat()}
+    if isinstance(value, list):
+        return [_tagged(v) for v in value]
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {"$dict": [[k, _tagged(v)] for k, v in value.items()]}
+    raise TypeError(f"cannot keep a {type(value).__name__}")
+
+
+def _untagged(value: Any) -> Any:
+    import datetime as dt
+
+    if isinstance(value, list):
+        return [_untagged(v) for v in value]
+    if isinstance(value, dict):
+        if "$dict" in value:
+            return {k: _untagged(v) for k, v in value["$dict"]}
+        if "$datetime" in value:
+            when = dt.datetime.fromisoformat(value["$datetime"])
+            if value.get("zone") is not None:
+                from zoneinfo import ZoneInfo
+
+                when = when.replace(tzinfo=ZoneInfo(value["zone"]))
+            return when
+        if "$date" in value:
+            return dt.date.fromisoformat(value["$date"])
+        raise ValueError("unknown tag")
+    return value

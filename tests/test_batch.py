@@ -503,3 +503,48 @@ def test_worst_sessions_count_the_assistants_mistakes_not_harness_events():
     worst = worst_sessions(incidents, sessions)
     assert worst["session_id"].to_list() == ["bad"]
     assert worst.row(0, named=True)["incidents"] == 1 and worst.row(0, named=True)["high"] == 1
+
+
+def _summary_facts(summary) -> tuple:
+    return (str(summary).replace(str(summary.out), "OUT"), summary.changes, summary.findings, summary.by_rule, summary.sessions,
+            summary.incidents, summary.read_issues, summary.errors)
+
+
+def test_rerun_with_nothing_changed_keeps_the_tables_and_writes_the_same_index(tmp_path):
+    """A rerun in which no source changed leaves the tables as they are (no rewrite) and
+    renders the index from the figures kept beside them: the same pages and summary as a
+    rerun that reads the tables back (no kept figures, or figures of other tables)."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    shutil.copy(FIXTURES / "ingest" / "claude_basic.jsonl", logs / "s.jsonl")
+    shutil.copy(FIXTURES / "seeds" / "seed_000_duplicate_launch.json", logs / "seed.json")
+    fast, slow = tmp_path / "fast", tmp_path / "slow"
+    run_batch([logs], fast, workers=1, progress=False)
+    shutil.copytree(fast, slow)
+    tables = ("incidents.parquet", "sessions.parquet", "incidents.ndjson", "sessions.ndjson",
+              "errors.ndjson")
+    written = {name: (fast / name).stat().st_mtime_ns for name in tables}
+
+    kept = run_batch([logs], fast, workers=1, progress=False)
+    assert {name: (fast / name).stat().st_mtime_ns for name in tables} == written
+    (slow / ".index-view.json").unlink()
+    read_back = run_batch([logs], slow, workers=1, progress=False)
+    assert kept.skipped == 2 and kept.changes and all(r["new"] == 0 for r in kept.changes)
+    assert _summary_facts(kept) == _summary_facts(read_back)
+    for name in ("index.md", "index.html", "state.json", *tables):
+        assert (fast / name).read_bytes() == (slow / name).read_bytes(), name
+
+    # Figures kept for other tables are not used: the tables are read back.
+    view = orjson.loads((fast / ".index-view.json").read_bytes())
+    view["view"]["$dict"] = [[k, [] if isinstance(v, list) else v]
+                             for k, v in view["view"]["$dict"]]
+    (fast / ".index-view.json").write_bytes(orjson.dumps({**view, "tables": "other"}))
+    again = run_batch([logs], fast, workers=1, progress=False)
+    assert _summary_facts(again) == _summary_facts(read_back)
+    assert (fast / "index.md").read_bytes() == (slow / "index.md").read_bytes()
+
+    # A source gone: its rows leave the tables, as in any rerun.
+    (logs / "seed.json").unlink()
+    gone = run_batch([logs], fast, workers=1, progress=False)
+    assert gone.sessions == read_back.sessions - 1
+    assert pl.read_ndjson(fast / "sessions.ndjson").height == gone.sessions

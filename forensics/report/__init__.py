@@ -18,6 +18,7 @@ from pathlib import Path
 from forensics.engine import ScanResult
 from forensics.findings import SEVERITY_ORDER, Incident
 from forensics.report import story
+from forensics.report._memo import forget_all
 from forensics.report._turns import SessionMemo
 from forensics.redact import redact
 from forensics.report.svg import incident_id, order_svg, timeline_svg
@@ -217,6 +218,7 @@ def _each(ahead: list[ScanResult], rest: Iterable[ScanResult]) -> Iterable[ScanR
 def _write_session(result: ScanResult, folder: Path, redact: bool, index_href: str | None,
                    render, written: list[Path]) -> None:
     """One session's folder; every path is added to ``written`` as soon as it exists."""
+    forget_all()  # the memos hold one session's texts at a time
     folder.mkdir(parents=True, exist_ok=True)
     svg_path = folder / "timeline.svg"
     svg = timeline_svg(result.session, result.incidents, clean=redact_fn(redact))
@@ -268,7 +270,9 @@ def rule_docs(incidents: Iterable[Incident]) -> list[dict]:
 
 
 def redact_fn(enabled: bool):
-    return redact if enabled else (lambda s: s)
+    from forensics.report.render import redacted
+
+    return redacted if enabled else (lambda s: s)
 
 
 def _severity_counts(incidents: Iterable[Incident]) -> list[tuple[str, int]]:

@@ -13,9 +13,19 @@ import re
 
 from forensics.analysis import analysis_of
 from forensics.analysis.commands import parse
-from forensics.analysis.outcome import telling_lines  # noqa: F401  (re-exported for the report)
+from forensics.analysis.outcome import telling_lines as _telling_lines
 from forensics.model import Session, ToolResultTurn
+from forensics.report._memo import TextMemo
 from forensics.report._prose import shorten
+
+_telling = TextMemo(lambda text, limit, fallback: tuple(
+    _telling_lines(text, limit, fallback=fallback)))
+
+
+def telling_lines(text: str, limit: int = 3, *, fallback: int | None = None) -> list[str]:
+    """``forensics.analysis.outcome.telling_lines``, once per output and session (the chain,
+    the reaction and the readings of several case studies ask about the same outputs)."""
+    return list(_telling(text or "", limit, fallback))
 
 
 _FLAG = re.compile(r"(?<![\w/.-])(--[A-Za-z][\w-]*)")

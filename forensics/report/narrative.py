@@ -14,12 +14,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING
 
 from forensics.findings import Incident
 from forensics.model import AssistantTurn, Session, ToolResultTurn, Turn, UserTurn
 from forensics.report import evidence as ev
 from forensics.report import knowledge, readings
+from forensics.report._memo import TextMemo
 from forensics.report._prose import Piece, S, Sentence, duration, gist, opening, quote, ref
 from forensics.report._turns import SessionMemo, calls_of, step_text, user_words, when
 from forensics.report.readings import Scene, Signal
@@ -139,35 +141,44 @@ def chain(session: Session, incident: Incident, scene: Scene, memo: SessionMemo,
 
     evidence = set(incident.evidence_turns)
     failures = ev.failed_results(session, incident)
+    shown = sorted(relevant_ordinals(session, incident, scene, memo, others))
+    omitted = 0
+    if len(shown) > limit:
+        keep = sorted(shown, key=lambda o: (not (o == incident.turn or o in evidence),
+                                            abs(o - incident.turn)))[:limit]
+        omitted = len(shown) - limit
+        shown = sorted(keep)
     rows = []
-    for o in sorted(relevant_ordinals(session, incident, scene, memo, others)):
+    for o in shown:  # only the rows shown are worded
         turn = session.turns[o - 1]
-        label = memo.label(turn) or turn.kind.replace("_", " ")
-        text = step_text(session, turn)
         if o in failures:  # the finding says how it failed: its words, not another judgement
             label, text = "failed call", failures[o]
+        else:
+            label = memo.label(turn) or turn.kind.replace("_", " ")
+            text = step_text(session, turn)
         rows.append(Step(o, turn.anchor, when(turn), label, text, o == incident.turn,
                          o in evidence))
-    omitted = 0
-    if len(rows) > limit:
-        keep = sorted(rows, key=lambda r: (not (r.flagged or r.evidence),
-                                           abs(r.ordinal - incident.turn)))[:limit]
-        omitted = len(rows) - limit
-        rows = sorted(keep, key=lambda r: r.ordinal)
     return rows, omitted
 
 
 # -- the stakes --------------------------------------------------------------------------------
 
 def _figure_pattern() -> re.Pattern[str]:
-    units = sorted(knowledge.words().figure_units, key=len, reverse=True)
-    alt = "|".join(re.escape(u) for u in units) or r"(?!)"
+    return _figure_pattern_of(tuple(knowledge.words().figure_units))
+
+
+@cache
+def _figure_pattern_of(units: tuple[str, ...]) -> re.Pattern[str]:
+    alt = "|".join(re.escape(u) for u in sorted(units, key=len, reverse=True)) or r"(?!)"
     return re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?\s?(?:" + alt + r")(?![A-Za-z])")
 
 
 def figures_in(text: str, limit: int = 3) -> list[str]:
     """Sentences of ``text`` that state a figure: a number with a unit the knowledge knows."""
-    pattern = _figure_pattern()
+    return list(_figures(text or "", limit, _figure_pattern()))
+
+
+def _figures_in(text: str, limit: int, pattern: re.Pattern[str]) -> tuple[str, ...]:
     out: list[str] = []
     for chunk in re.split(r"(?<=[.!?])\s+|\n+", text or ""):
         chunk = re.sub(r"\*\*|__|`", "", chunk).strip(" -*#|>")
@@ -175,7 +186,12 @@ def figures_in(text: str, limit: int = 3) -> list[str]:
             out.append(chunk)
             if len(out) == limit:
                 break
-    return out
+    return tuple(out)
+
+
+_figures = TextMemo(_figures_in)
+"""Once per text and session: the stakes of every case study read back over the same
+assistant messages."""
 
 
 def opening_request(session: Session, incident: Incident, scene: Scene) -> UserTurn | None:

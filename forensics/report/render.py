@@ -15,7 +15,8 @@ from functools import cache
 from html import escape
 from typing import Any
 
-from forensics.redact import redact as _redact
+from forensics.redact import patterns as _patterns, redact as _redact
+from forensics.report._memo import TextMemo
 from forensics.report._prose import Piece, Sentence, plain as _plain, shorten as _shorten
 from forensics.resources import templates_dir
 
@@ -23,8 +24,14 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#])")
 _MD_ANGLE = re.compile(r"([<>])")
 
 
+redacted = TextMemo(_redact, stamp=_patterns)
+"""``forensics.redact.redact``, once per text and session: every transcript text is printed
+on the session page and the case's own page in both formats, and redacting it costs as much
+as the rest of its rendering."""
+
+
 def _maybe_redact(ctx: Any, text: str) -> str:
-    return _redact(text) if ctx.get("redact", True) else text
+    return redacted(text) if ctx.get("redact", True) else text
 
 
 def md_inline(text: str) -> str:
@@ -195,12 +202,19 @@ def _build(fmt: str):
             text = text[: limit + 400] + "\n" + text[-(limit // 3 + 400):]
         return clip(_maybe_redact(ctx, text), limit)
 
-    @jinja2.pass_context
-    def paragraph_f(ctx, sentences, rows: Any = None, prefix: str = ""):
+    def worded(sentences: tuple, rows: frozenset[int] | None, prefix: str, redacting: bool):
         from forensics.report.narrative import join
 
         fn = sentence_html if fmt == "html" else sentence_md
-        return fn(ctx, join(list(sentences)), rows, prefix)
+        return fn({"redact": redacting}, join(list(sentences)), rows, prefix)
+
+    paragraphs = TextMemo(worded, limit=20_000)
+    """A paragraph is worded alike on the session page and on the case's own page."""
+
+    @jinja2.pass_context
+    def paragraph_f(ctx, sentences, rows: Any = None, prefix: str = ""):
+        return paragraphs(tuple(sentences), None if rows is None else frozenset(rows), prefix,
+                          bool(ctx.get("redact", True)))
 
     def shortid_html(anchor: Any):
         text = str(anchor)
