@@ -274,15 +274,22 @@ def build_config(config: Path | None, select: list[str] | None, ignore: list[str
     return cfg
 
 
+START_UP_COLLECTIONS_EVERY = 1_000_000  # allocations; start-up makes a few hundred thousand
+_thresholds_before_start: tuple[int, int, int] | None = None
+
+
 def started() -> None:
-    """Start-up is over (``main`` paused the collector): what it made (modules, classes, the
-    rules and their knowledge) lives as long as the process, so the collector stops walking it
-    (``gc.freeze``) and collects again. Every command that reads sessions calls this first
-    (``build_config`` and ``load_sessions`` do)."""
-    if gc.isenabled():  # not paused by main (a test's CliRunner), or started already
+    """Start-up is over (``main`` made the collector rare): what it made (modules, classes,
+    the rules and their knowledge) lives as long as the process, so the collector stops
+    walking it (``gc.freeze``) and runs as often as before. Every command that reads sessions
+    calls this first (``build_config`` and ``load_sessions`` do); a command that does not still
+    collects, only rarely."""
+    global _thresholds_before_start
+    if _thresholds_before_start is None:  # not paused by main (a test's CliRunner), or done
         return
     gc.freeze()
-    gc.enable()
+    gc.set_threshold(*_thresholds_before_start)
+    _thresholds_before_start = None
 
 
 def build_filter(since, until, project, agent):
@@ -886,8 +893,11 @@ def main() -> None:
     # standard streams are still flushed; only cyclic garbage left at exit goes uncollected.
     atexit.register(gc.freeze)
     # Start-up (typer, pydantic, the model, the rules) only builds what lives to the end, yet
-    # the collector walked it again and again: paused until the command calls started().
-    gc.disable()
+    # the collector walked it again and again: rare until the command calls started(). Rare,
+    # not off, so a command that never calls it still frees its cycles.
+    global _thresholds_before_start
+    _thresholds_before_start = gc.get_threshold()
+    gc.set_threshold(START_UP_COLLECTIONS_EVERY, *_thresholds_before_start[1:])
     every_command = app.registered_commands
     app.registered_commands = _commands_needed(sys.argv[1:2])
     try:
