@@ -267,7 +267,7 @@ def _judge(session, turn, claim, all_runs, kinds_of, p: UnverifiedClaimParams) -
     done = [latest] if latest is not None else []  # the last finished run of the check
     if _user_reported(session, turn, claim, p.claims, done, all_runs):
         return None
-    if _seen_in_output(session, turn, claim, all_runs, p.markers.get(claim.kind)):
+    if _seen_in_output(session, turn, claim, all_runs, p.markers.get(claim.kind), done):
         return None
     if not done:
         if all_runs.delegated_before(count):
@@ -298,11 +298,14 @@ def _user_reported(session, turn, claim, claims, done, all_runs: _Runs) -> bool:
     return all_runs.user_reported(session, claim.kind, claims, since, turn.ordinal - 1)
 
 
-def _seen_in_output(session, turn, claim, all_runs: _Runs, marker) -> bool:
+def _seen_in_output(session, turn, claim, all_runs: _Runs, marker, done) -> bool:
     """A passing tool output since the last edit reports this kind of success in its own words
     (a dev server's "✓ Compiled", a framework's "templates cached successfully"): the claim
-    rests on a run this rule's command list does not name."""
+    rests on a run this rule's command list does not name. An output before the last finished
+    run of the check does not count when that run failed: the failure is the later word."""
     since = all_runs.last_edit(turn)
+    if done and not done[-1][1].passed:
+        since = max(since, done[-1][0].result.ordinal)
     for t in session.turns[since:turn.ordinal - 1]:
         if not isinstance(t, ToolResultTurn) or t.failed:
             continue
