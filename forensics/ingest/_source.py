@@ -25,6 +25,28 @@ FEWER_COLLECTIONS_EVERY = 100_000
 (Python's default is 700)."""
 
 
+def loads_document(data: bytes):
+    """One whole JSON document (an opencode export, a Gemini CLI chat file).
+
+    orjson refuses input of about 2 GiB and more ("Not enough memory to allocate buffer for
+    parsing", whatever memory is free): such a document is parsed by the standard library,
+    slower but whole, so a long session is read rather than called invalid JSON."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        if not str(exc).startswith(_ORJSON_TOO_LARGE):
+            raise
+    import json
+
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise orjson.JSONDecodeError(exc.msg, exc.doc, exc.pos) from None
+
+
+_ORJSON_TOO_LARGE = "Not enough memory to allocate buffer"
+
+
 @contextmanager
 def fewer_collections() -> Iterator[None]:
     """Collect cyclic garbage less often while the block runs.

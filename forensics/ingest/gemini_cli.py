@@ -57,6 +57,7 @@ from forensics.ingest._gemini import (
     shell_status,
     split_parts,
 )
+from forensics.ingest._source import loads_document
 from forensics.ingest._text import clip
 from forensics.ingest._time import iso_to_unix
 from forensics.model import (
@@ -109,7 +110,7 @@ def read_stream(stream: BinaryIO, source: str) -> list[Session]:
 def _as_document(data: bytes) -> dict | None:
     """The legacy single document, or None when the bytes are a JSONL log."""
     try:
-        doc = orjson.loads(data)
+        doc = loads_document(data)
     except orjson.JSONDecodeError:
         return None
     if isinstance(doc, dict) and ("messages" in doc or "sessionId" not in doc or "type" in doc):

@@ -14,7 +14,7 @@ import orjson
 
 from forensics.errors import IngestError
 from forensics.ingest._opencode import SessionBuilder
-from forensics.ingest._source import one_record
+from forensics.ingest._source import loads_document, one_record
 from forensics.model import Session
 
 FORMAT = "opencode-export"
@@ -23,7 +23,7 @@ FORMAT = "opencode-export"
 def read_stream(stream: BinaryIO, source: str) -> list[Session]:
     data = stream.read()
     try:
-        doc = orjson.loads(data)
+        doc = loads_document(data)
     except orjson.JSONDecodeError as exc:
         what = "truncated JSON" if exc.pos >= len(data.rstrip()) else "not valid JSON"
         raise IngestError(source, f"{what} ({exc.msg})", line=exc.lineno) from None
