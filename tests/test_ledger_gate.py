@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from forensics.analysis.ledger import (
     _LATIN_EXACT,
     Knowledge,
+    _any_word,
+    _needles_of,
     PhraseGate,
     _caseless_exact,
     _fold_case,
@@ -193,6 +195,27 @@ def test_every_match_of_a_server_pattern_holds_one_of_its_needles(case) -> None:
     assert found is not None, name  # every shipped server pattern promises some text
     if pattern.search(text):
         assert any(n in _fold_case(text) for n in found), (name, text)
+
+
+def test_the_script_prefilter_keeps_every_text_its_patterns_match() -> None:
+    """The prefilter that skips scripts naming nothing worth reading is the patterns' needles:
+    words cut at a regex's structure would skip matches (``djan?go`` spelled "djan" and lost
+    "djago"; a two-letter program such as ``xh`` spelled nothing)."""
+    of = _needles_of
+    assert of([r"\bdjan?go\b"]) == ("dja",)
+    assert of([r"\bvite\b", r"[unclosed"]) == ("[unclosed", "vite")  # as _compile reads it
+    assert of([r"\bvite\b", r"\d+"]) is None  # a pattern promising nothing: always read
+    assert _any_word(KNOW.prefilter, "xh 127.0.0.1:3000/health")
+    assert _any_word(KNOW.prefilter, "DJANGO-ADMIN RUNSERVER")
+    assert not _any_word(KNOW.prefilter, "ls -la src")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(KNOW.prefilter_patterns).flatmap(
+    lambda p: st.tuples(st.just(p), st.from_regex(re.compile(p, re.I | re.M)))))
+def test_every_match_of_a_prefilter_pattern_passes_the_prefilter(case) -> None:
+    pattern, text = case
+    assert _any_word(KNOW.prefilter, text), (pattern, text)
 
 
 @settings(max_examples=300, deadline=None)

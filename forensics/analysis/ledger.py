@@ -342,10 +342,22 @@ def needles(pattern: re.Pattern[str]) -> tuple[str, ...] | None:
     or one needle per branch of an alternation every branch of which has one. A literal counts
     only when ``_caseless_exact``: its case-blind matches all fold into it.
     """
+    return _needles(pattern.pattern, pattern.flags)
+
+
+def _needles(source: str, flags: int, *, literal_if_invalid: bool = False
+             ) -> tuple[str, ...] | None:
+    """``needles`` of a pattern's source, read without compiling it (``literal_if_invalid``:
+    a pattern that does not compile is read as its own text, as ``_compile`` takes it)."""
     try:
         from re import _constants as c, _parser
 
-        tree = _parser.parse(pattern.pattern, pattern.flags)
+        try:
+            tree = _parser.parse(source, flags)
+        except re.error:
+            if not literal_if_invalid:
+                raise
+            tree = _parser.parse(re.escape(source), flags)
     except Exception:  # another Python's private parser, or a pattern it cannot read
         return None
 
@@ -389,28 +401,24 @@ def needles(pattern: re.Pattern[str]) -> tuple[str, ...] | None:
     return tuple(sorted(found)) if found else None
 
 
-def _literal_words(patterns: Iterable[str]) -> tuple[str, ...] | None:
-    """Lower-case words (3+ letters) that the patterns spell out literally.
-
-    A text containing none of them cannot match any pattern whose words were all taken, so a
-    substring test on these words is a cheap prefilter. None when some pattern spells no word
-    (then the prefilter must always pass).
-    """
-    words: set[str] = set()
+def _needles_of(patterns: Iterable[str], flags: int = re.I | re.M) -> tuple[str, ...] | None:
+    """Folded texts one of which every match of any of ``patterns`` contains (the ``needles``
+    of each), so a substring test on them is an exact prefilter. None when some pattern
+    promises none: then the prefilter must always pass."""
+    found: set[str] = set()
     for pattern in patterns:
-        source = re.sub(r"\\.|\(\?P?<\w+>|\(\?[a-zA-Z]+\)|\[[^\]]*\]|\{\d+(?:,\d*)?\}", " ",
-                        pattern)
-        found = re.findall(r"[A-Za-z_][A-Za-z0-9_-]{2,}", source)
-        if not found:
+        these = _needles(pattern, flags, literal_if_invalid=True)
+        if these is None:
             return None
-        words.update(w.lower().rstrip("?*+") for w in found)
-    return tuple(sorted(words))
+        found.update(these)
+    return tuple(sorted(found))
 
 
 def _any_word(words: tuple[str, ...] | None, text: str) -> bool:
+    """Whether ``text`` holds one of ``_needles_of``'s texts (always, when there are none)."""
     if words is None:
         return True
-    return any(map(text.lower().__contains__, words))
+    return any(map(_fold_case(text).__contains__, words))
 
 
 _LONE_AMP = re.compile(r"(?<![&>|])&(?![&>])")
@@ -482,9 +490,9 @@ class Knowledge:
     failure: re.Pattern[str] | None
     script_children: set[str]
     resume_gap: float
-    prefilter: tuple[str, ...] | None
-    """Words one of which a script must contain to be worth analysing (or ``&``)."""
-    kill_words: tuple[str, ...] | None
+    prefilter_patterns: tuple[str, ...]
+    """What a script must match one of to be worth analysing (or hold ``&``)."""
+    kill_patterns: tuple[str, ...]
     server_by_text: dict[str, str | None] = field(default_factory=dict, repr=False)
     """``server_of``'s answers by command text: FX005 asks for every command it judges."""
     worth_by_text: dict[str, bool] = field(default_factory=dict, repr=False)
@@ -498,6 +506,16 @@ class Knowledge:
                 self.worth_by_text.clear()
             known = self.worth_by_text[script] = _any_word(self.prefilter, script)
         return known
+
+    @cached_property
+    def prefilter(self) -> tuple[str, ...] | None:
+        """Texts one of which a script worth analysing holds (``_needles_of``, on first use)."""
+        return _needles_of(self.prefilter_patterns)
+
+    @cached_property
+    def kill_words(self) -> tuple[str, ...] | None:
+        """Texts one of which a kill command holds (``_needles_of``, on first use)."""
+        return _needles_of(self.kill_patterns)
 
     @cached_property
     def server_needles(self) -> tuple[tuple[tuple[str, int], ...], frozenset[int]]:
@@ -577,8 +595,8 @@ class Knowledge:
             failure=_words(params["failure_words"]),
             script_children={n.lower() for n in params["script_child_names"]},
             resume_gap=float(params["resume_gap_minutes"]) * 60.0,
-            prefilter=_literal_words(p for p in pre if p),
-            kill_words=_literal_words(kill_patterns),
+            prefilter_patterns=tuple(p for p in pre if p),
+            kill_patterns=tuple(kill_patterns),
         )
 
 
