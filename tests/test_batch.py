@@ -105,11 +105,15 @@ def build_archives(folder: Path, root: Path) -> dict[str, Path]:
     return out
 
 
-@pytest.fixture(scope="module")
-def inputs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("batch-inputs")
+def build_inputs(root: Path) -> dict[str, Path]:
+    """The session folder and its archives of every kind, by name ("folder", "zip", …)."""
     folder = build_folder(root)
     return {"folder": folder, **build_archives(folder, root)}
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    return build_inputs(tmp_path_factory.mktemp("batch-inputs"))
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import fsspec
 import orjson
 import polars as pl
 import pytest
-from test_batch import build_archives, build_folder
+from test_batch import build_inputs
 from test_cluster import _table, _unstamped
 from typer.testing import CliRunner
 
@@ -20,9 +20,7 @@ from forensics.destination import OutputUnavailable
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("url-out-inputs")
-    folder = build_folder(root)
-    return {"folder": folder, **build_archives(folder, root)}
+    return build_inputs(tmp_path_factory.mktemp("url-out-inputs"))
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ scheduler goes away; fsspec URL inputs; the partitioned tables."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -19,7 +20,7 @@ import orjson
 import polars as pl
 import pytest
 from distributed.diagnostics.plugin import WorkerPlugin
-from test_batch import build_archives, build_folder
+from test_batch import build_inputs
 from typer.testing import CliRunner
 
 from forensics.batch import BatchLost, run_batch
@@ -33,9 +34,17 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cluster-inputs")
-    folder = build_folder(root)
-    return {"folder": folder, **build_archives(folder, root)}
+    return build_inputs(tmp_path_factory.mktemp("cluster-inputs"))
+
+
+@contextlib.contextmanager
+def on_the_workers(cluster, plugin):
+    """``plugin`` set up on every worker of ``cluster`` while the block runs."""
+    cluster.client.register_plugin(plugin)
+    try:
+        yield
+    finally:
+        cluster.client.unregister_worker_plugin(plugin.name)
 
 
 @pytest.fixture(scope="module")
@@ -228,12 +237,9 @@ class DeadlyUnit(WorkerPlugin):
 
 def test_a_dying_worker_is_replaced_and_costs_only_its_own_source(inputs, cluster, tmp_path):
     healthy = run_batch([inputs["folder"]], tmp_path / "ok", workers=1, progress=False)
-    cluster.client.register_plugin(DeadlyUnit("codex_basic.jsonl"))
-    try:
+    with on_the_workers(cluster, DeadlyUnit("codex_basic.jsonl")):
         summary = run_batch([inputs["folder"]], tmp_path / "out", executor=cluster,
                             progress=False)
-    finally:
-        cluster.client.unregister_worker_plugin(DeadlyUnit.name)
     died = [(where, why) for where, why in summary.errors if "worker" in why]
     assert len(died) == 1 and died[0][0].endswith("codex_basic.jsonl")
     assert died[0][1] == "the worker reading it died (killed or out of memory)"
@@ -271,12 +277,9 @@ class SetUpOtherwise(WorkerPlugin):
 
 
 def test_workers_of_another_version_are_refused_before_any_task(inputs, cluster, tmp_path):
-    cluster.client.register_plugin(SetUpOtherwise("version"))
-    try:
-        with pytest.raises(ClusterUnavailable) as error:
-            run_batch([inputs["zip"]], tmp_path / "out", executor=cluster, progress=False)
-    finally:
-        cluster.client.unregister_worker_plugin(SetUpOtherwise.name)
+    with on_the_workers(cluster, SetUpOtherwise("version")), \
+            pytest.raises(ClusterUnavailable) as error:
+        run_batch([inputs["zip"]], tmp_path / "out", executor=cluster, progress=False)
     assert str(error.value).startswith("the Dask worker at tcp://127.0.0.1:")
     assert str(error.value).endswith(" runs forensics 0.0.1, this machine forensics 0.1.0")
     assert not (tmp_path / "out" / "state.json").exists()
@@ -284,12 +287,8 @@ def test_workers_of_another_version_are_refused_before_any_task(inputs, cluster,
 
 def test_a_task_that_fails_on_its_worker_ends_the_batch_with_one_message(inputs, cluster,
                                                                         tmp_path):
-    cluster.client.register_plugin(SetUpOtherwise("setup"))
-    try:
-        with pytest.raises(BatchLost) as lost:
-            run_batch([inputs["zip"]], tmp_path / "out", executor=cluster, progress=False)
-    finally:
-        cluster.client.unregister_worker_plugin(SetUpOtherwise.name)
+    with on_the_workers(cluster, SetUpOtherwise("setup")), pytest.raises(BatchLost) as lost:
+        run_batch([inputs["zip"]], tmp_path / "out", executor=cluster, progress=False)
     assert str(lost.value).startswith(
         "a Dask worker could not run forensics' task (RuntimeError: no rules here); every "
         "worker needs forensics 0.1.0 (pip install 'forensics[dask]') and the batch's files "

@@ -499,12 +499,10 @@ class Knowledge:
     """``worth_reading``'s answers by script text."""
 
     def worth_reading(self, script: str) -> bool:
-        """Whether ``script`` holds a ``prefilter`` word (kept by text: scripts recur)."""
+        """Whether ``script`` holds a ``prefilter`` text (kept by text: scripts recur)."""
         known = self.worth_by_text.get(script)
         if known is None:
-            if len(self.worth_by_text) >= SERVER_CACHE_SIZE:
-                self.worth_by_text.clear()
-            known = self.worth_by_text[script] = _any_word(self.prefilter, script)
+            known = _keep(self.worth_by_text, script, _any_word(self.prefilter, script))
         return known
 
     @cached_property
@@ -1269,12 +1267,16 @@ def server_of(command: str, know: Knowledge) -> str | None:
     folded = _fold_case(command)
     index, unpromised = know.server_needles
     maybe = unpromised.union([i for needle, i in index if needle in folded])
-    found = next((know.servers[i][0] for i in sorted(maybe)
-                  if know.servers[i][1].search(command)), None)
-    if len(known) >= SERVER_CACHE_SIZE:
-        known.clear()
-    known[command] = found
-    return found
+    return _keep(known, command, next((know.servers[i][0] for i in sorted(maybe)
+                                       if know.servers[i][1].search(command)), None))
+
+
+def _keep(answers: dict[str, Any], text: str, answer: Any) -> Any:
+    """``answer`` kept as ``answers[text]``; a table past ``SERVER_CACHE_SIZE`` starts over."""
+    if len(answers) >= SERVER_CACHE_SIZE:
+        answers.clear()
+    answers[text] = answer
+    return answer
 
 
 def port_of(command: str, know: Knowledge, *, server: str | None = None,
