@@ -210,8 +210,8 @@ def _claims(text, claims, present, hedge, negation, reported) -> list[_Claim]:
     if not found:
         return []
     for kind, phrases in claims.items():
-        present = tuple(p for p in phrases if p in found)
-        pattern = cached_phrase_pattern(present) if present else None
+        here = tuple(p for p in phrases if p in found)
+        pattern = cached_phrase_pattern(here) if here else None
         if pattern is not None:
             hits.extend((kind, m) for m in pattern.finditer(body))
     out: list[_Claim] = []
@@ -235,19 +235,17 @@ def _substrings(claims: tuple[tuple[str, tuple[str, ...]], ...]) -> Callable[[st
     """Which of the claim phrases occur in a text: ``{p for p in phrases if p in text}``, in one
     pass of an Aho-Corasick automaton (pyahocorasick) rather than a scan of the text per phrase
     (178 of them, over every assistant message). It reports every occurrence, overlapping ones
-    included, so the set is the same; without the library, the scans."""
+    included, so the set is the same."""
+    import ahocorasick  # a runtime dependency, imported by the first session with a claim
+
     phrases = {p for _kind, words in claims for p in words}
-    try:
-        import ahocorasick
-    except ImportError:
-        return lambda text: {p for p in phrases if p in text}
-    automaton = ahocorasick.Automaton()
-    for phrase in phrases - {""}:
-        automaton.add_word(phrase, phrase)
-    if len(automaton) == 0:
-        return lambda text: {p for p in phrases if p in text}
-    automaton.make_automaton()
     always = phrases & {""}  # the empty string is in every text
+    if not phrases - always:
+        return lambda text: set(always)
+    automaton = ahocorasick.Automaton()
+    for phrase in phrases - always:
+        automaton.add_word(phrase, phrase)
+    automaton.make_automaton()
 
     def found(text: str) -> set[str]:
         return {phrase for _end, phrase in automaton.iter(text)} | always
