@@ -443,7 +443,7 @@ def turns(
     if format is TurnsFormat.json:
         import orjson
 
-        docs = [_redacted(s.model_dump(mode="json"), clean) for s in sessions]
+        docs = [_redacted(s.dump(), clean) for s in sessions]
         sys.stdout.buffer.write(orjson.dumps(docs if len(docs) > 1 else docs[0],
                                              option=orjson.OPT_INDENT_2))
         sys.stdout.write("\n")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from forensics.config import Config
 from forensics.findings import Finding, Incident, record_digest
@@ -43,8 +43,7 @@ class ScanResult:
         if isinstance(session.turns, KeptTurns):
             return self
         keep = {o for i in self.incidents for o in (i.turn, *i.evidence_turns)}
-        facts = {name: getattr(session, name) for name in Session.model_fields if name != "turns"}
-        slim = Session.model_construct(**facts, turns=KeptTurns(session.turns, keep))
+        slim = replace(session, turns=KeptTurns(session.turns, keep))
         return ScanResult(session=slim, incidents=self.incidents, crashes=self.crashes)
 
 

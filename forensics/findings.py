@@ -8,9 +8,12 @@ batch rerun can tell an old incident from a new one.
 from __future__ import annotations
 
 import hashlib
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from forensics.model import Turn
 
 Severity = Literal["high", "medium", "low"]
 SEVERITY_ORDER: dict[str, int] = {"high": 0, "medium": 1, "low": 2}
@@ -99,10 +102,14 @@ class Incident(BaseModel):
         return hashlib.blake2b(raw, digest_size=8).hexdigest()
 
 
-def record_digest(turn: object) -> str:
+_NOT_CONTENT = frozenset({"ordinal", "line", "file"})
+"""Where a turn was read from and its place in the session: not what the record is."""
+
+
+def record_digest(turn: Turn) -> str:
     """A digest of a turn's content: everything but its ordinal and where it was read from."""
     import orjson
 
-    dump = turn.model_dump(mode="json", exclude={"ordinal", "line", "file"})  # type: ignore
+    dump = {k: v for k, v in turn.dump().items() if k not in _NOT_CONTENT}
     return hashlib.blake2b(orjson.dumps(dump, option=orjson.OPT_SORT_KEYS),
                            digest_size=8).hexdigest()

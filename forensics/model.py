@@ -18,10 +18,9 @@ rollouts).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
 from functools import cached_property
-from typing import Annotated, Any, Literal, Union
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any, Literal, Union
 
 Agent = Literal["opencode", "claude-code", "codex", "gemini-cli", "qwen-code", "cline", "roo-code",
                 "kilo-code", "pi", "copilot-cli"]
@@ -49,16 +48,42 @@ NO_CONTENT = "(no content)"
 """Claude Code's placeholder for a message with nothing in it; never visible text."""
 
 
-class _Frozenish(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+class _Record:
+    """What every record of the model shares: its JSON form.
+
+    Records are slots dataclasses, not pydantic models: a session is tens of thousands of
+    them, and a slots instance is built in a fifth of the time and a sixth of the memory
+    (bench figures in ``docs/performance.md``). The readers build them from values they have
+    already typed; unknown field names still fail at construction, types are not checked."""
+
+    __slots__ = ()
+
+    def dump(self) -> dict[str, Any]:
+        """The record as JSON-ready data: fields in declaration order, nested records as
+        dicts, lists and dicts copied (what ``forensics turns --format json`` prints)."""
+        return {f.name: _dumped(getattr(self, f.name)) for f in fields(self)}  # type: ignore
 
 
-class ToolCall(_Frozenish):
+def _dumped(value: Any) -> Any:
+    if isinstance(value, _Record):
+        return value.dump()
+    if isinstance(value, list):
+        return [_dumped(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _dumped(v) for k, v in value.items()}
+    return value
+
+
+_record = dataclass(slots=True, kw_only=True)
+
+
+@_record
+class ToolCall(_Record):
     """One tool invocation inside an assistant message."""
 
     call_id: str
     name: str
-    input: dict[str, Any] = Field(default_factory=dict)
+    input: dict[str, Any] = field(default_factory=dict)
     command: str | None = None
     """The shell command line, when the tool runs one (bash, Bash, shell, exec_command…)."""
     background: bool = False
@@ -67,12 +92,14 @@ class ToolCall(_Frozenish):
     """Anchor of the message (or line) that holds the call."""
 
 
-class ProviderError(_Frozenish):
+@_record
+class ProviderError(_Record):
     name: str
     message: str = ""
 
 
-class _TurnBase(_Frozenish):
+@_record
+class _TurnBase(_Record):
     ordinal: int
     anchor: str
     line: int | None = None
@@ -83,8 +110,9 @@ class _TurnBase(_Frozenish):
     """Unix time in seconds."""
 
 
+@_record
 class UserTurn(_TurnBase):
-    kind: Literal["user"] = "user"
+    kind: Literal["user"] = field(default="user", init=False)
     text: str
     command: str | None = None
     """Slash command or skill name when the message invoked one (``/review``)."""
@@ -95,12 +123,13 @@ class UserTurn(_TurnBase):
     images: int = 0
 
 
+@_record
 class AssistantTurn(_TurnBase):
-    kind: Literal["assistant"] = "assistant"
+    kind: Literal["assistant"] = field(default="assistant", init=False)
     message_id: str | None = None
     text: str = ""
     reasoning: str = ""
-    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
     model: str | None = None
     finish: str | None = None
     """Finish / stop reason as the format names it (``stop``, ``tool-calls``, ``end_turn``…)."""
@@ -109,7 +138,7 @@ class AssistantTurn(_TurnBase):
     """The user aborted this reply while it was being produced."""
     tokens_in: int | None = None
     tokens_out: int | None = None
-    part_kinds: list[str] = Field(default_factory=list)
+    part_kinds: list[str] = field(default_factory=list)
     """Native part / block types seen, in order (for reviewers and the empty-response rule)."""
     sidechain: bool = False
 
@@ -122,8 +151,9 @@ class AssistantTurn(_TurnBase):
         return bool(text) and text != NO_CONTENT
 
 
+@_record
 class ToolResultTurn(_TurnBase):
-    kind: Literal["tool_result"] = "tool_result"
+    kind: Literal["tool_result"] = field(default="tool_result", init=False)
     call_id: str
     name: str = ""
     output: str = ""
@@ -154,19 +184,20 @@ class ToolResultTurn(_TurnBase):
                     or self.exit_code not in (None, 0))
 
 
+@_record
 class EventTurn(_TurnBase):
-    kind: Literal["event"] = "event"
+    kind: Literal["event"] = field(default="event", init=False)
     event: EventName
     text: str = ""
-    detail: dict[str, Any] = Field(default_factory=dict)
+    detail: dict[str, Any] = field(default_factory=dict)
 
 
-Turn = Annotated[
-    Union[UserTurn, AssistantTurn, ToolResultTurn, EventTurn], Field(discriminator="kind")
-]
+Turn = Union[UserTurn, AssistantTurn, ToolResultTurn, EventTurn]
+"""A turn of any kind; ``kind`` names which (set by the class, never passed)."""
 
 
-class ReadIssue(_Frozenish):
+@_record
+class ReadIssue(_Record):
     """Something in the source that could not be read as expected; scanning went on."""
 
     path: str
@@ -178,8 +209,11 @@ class ReadIssue(_Frozenish):
         return f"{where}: {self.message}"
 
 
-class Session(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+@dataclass(kw_only=True)
+class Session(_Record):
+    """One transcript as typed turns, with the navigation helpers rules and reports share.
+
+    A plain dataclass (not slots: the indexes below are cached on the instance)."""
 
     id: str
     agent: Agent
@@ -187,16 +221,16 @@ class Session(BaseModel):
     """Reader that produced it: ``opencode-export``, ``opencode-storage``, ``claude-code``…"""
     source: str
     agent_version: str | None = None
-    models: list[str] = Field(default_factory=list)
+    models: list[str] = field(default_factory=list)
     project_dir: str | None = None
     title: str | None = None
     parent_id: str | None = None
     """Set for subagent / child sessions."""
     started: float | None = None
     ended: float | None = None
-    turns: list[Turn] = Field(default_factory=list)
-    issues: list[ReadIssue] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
+    issues: list[ReadIssue] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     """What the format cannot show (e.g. ``run --format json`` has no user messages)."""
 
     # -- navigation helpers used by rules and reports -------------------------------------
@@ -267,10 +301,6 @@ class Session(BaseModel):
 
 
 def renumber(turns: list[Any]) -> None:
-    """Give turns their 1-based ordinals in list order (readers build, then renumber).
-
-    Every turn is built with an ``ordinal``, so the field is already among the set ones and
-    writing the instance's ``__dict__`` is what pydantic's assignment does, without its
-    per-assignment dispatch (a tenth of a reader's ``finish``)."""
+    """Give turns their 1-based ordinals in list order (readers build, then renumber)."""
     for i, t in enumerate(turns, 1):
-        t.__dict__["ordinal"] = i
+        t.ordinal = i

@@ -4,7 +4,9 @@ renumbering of turns."""
 
 from __future__ import annotations
 
+import copy
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -81,7 +83,7 @@ def test_fingerprints_ignore_turn_ordinals() -> None:
     (session,) = load(CLAUDE)
     first = scan_session(session).incidents
     before = {(i.code, i.anchor): i.fingerprint for i in first}
-    shifted = session.model_copy(deep=True)
+    shifted = copy.deepcopy(session)
     shifted.turns.insert(0, EventTurn(ordinal=0, anchor="extra", event="other", text="x"))
     renumber(shifted.turns)
     after = scan_session(shifted).incidents
@@ -92,10 +94,10 @@ def test_fingerprints_ignore_turn_ordinals() -> None:
 def test_fingerprint_follows_the_record_content() -> None:
     (session,) = load(CLAUDE)
     first = scan_session(session).incidents
-    edited = session.model_copy(deep=True)
+    edited = copy.deepcopy(session)
     target = next(i for i in first if i.code == "FX004")
     turn = edited.turns[target.turn - 1]
-    edited.turns[target.turn - 1] = turn.model_copy(update={"time": (turn.time or 0) + 1})
+    edited.turns[target.turn - 1] = replace(turn, time=(turn.time or 0) + 1)
     again = {(i.code, i.anchor): i.fingerprint for i in scan_session(edited).incidents}
     assert again[(target.code, target.anchor)] != target.fingerprint
 

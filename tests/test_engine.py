@@ -6,6 +6,7 @@ hold on any input: determinism, anchors that point at real turns, evidence insid
 
 from __future__ import annotations
 
+import copy
 import inspect
 from dataclasses import dataclass
 from pathlib import Path
@@ -341,7 +342,7 @@ def sessions(draw) -> Session:
 @given(sessions())
 def test_rules_are_deterministic_and_anchor_real_turns(session: Session) -> None:
     first = scan_session(session)
-    again = scan_session(session.model_copy(deep=True))
+    again = scan_session(copy.deepcopy(session))
     assert not first.crashes, [str(c) for c in first.crashes]
     assert [i.model_dump() for i in first.incidents] == [i.model_dump() for i in again.incidents]
     for incident in first.incidents:

@@ -35,7 +35,7 @@ def normalise(sessions) -> list[dict]:
     """Sessions as plain data, with the machine-specific source path made relative."""
     docs = []
     for s in sessions:
-        doc = s.model_dump(mode="json")
+        doc = s.dump()
         doc["source"] = Path(doc["source"]).name
         for issue in doc["issues"]:
             issue["path"] = Path(issue["path"]).name

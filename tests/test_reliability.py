@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 import fuzz
 from conftest import FIXTURES, REPO
+from welltyped import assert_well_typed
 from forensics import ingest, report
 from forensics.cli import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, app, exit_code
 from forensics.output import Format, Rendering, render
@@ -63,13 +64,14 @@ def _read(fmt: str, label: str, payload) -> list:
 
 
 def _render_everything(sessions) -> None:
+    assert_well_typed(sessions)
     results = [scan_session(s) for s in sessions]
     for fmt in (Format.text, Format.jsonl, Format.github):
         render(fmt, results, Rendering(errors=[]))
     orjson.loads(render(Format.json, results, Rendering(errors=[])))
     orjson.loads(render(Format.sarif, results, Rendering(errors=[])))
     for s in sessions:
-        s.model_dump(mode="json")
+        orjson.dumps(s.dump())
         for t in s.turns:
             summarize(t)
         frame(list(turn_rows(s)), TURN_COLUMNS)
