@@ -672,6 +672,19 @@ def _roundtrip(sessions: list[Session]) -> None:
         assert orjson.loads(orjson.dumps(doc)) == doc
 
 
+@pytest.mark.parametrize("turn", [
+    UserTurn(ordinal=1, anchor="L1", text="x", time=3),  # JSON would print 3, not 3.0
+    UserTurn(ordinal=1, anchor="L1", text=None),  # type: ignore[arg-type]
+    EventTurn(ordinal=1, anchor="L1", event="nope"),  # type: ignore[arg-type]
+    EventTurn(ordinal=1, anchor="L1", event="abort", detail={"at": (1, 2)}),
+    AssistantTurn(ordinal=1, anchor="L1", tool_calls=[{"call_id": "c"}]),  # type: ignore[list-item]
+], ids=["int-time", "none-text", "unknown-event", "tuple-detail", "dict-call"])
+def test_the_type_check_catches_what_the_model_no_longer_refuses(turn) -> None:
+    session = Session(id="s", agent="codex", format="codex", source="s.jsonl", turns=[turn])
+    with pytest.raises(AssertionError, match=r"turns\[0\]\."):
+        assert_well_typed([session])
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.binary(max_size=600), fmt=st.sampled_from([None, "claude-code", "codex"]))
 def test_arbitrary_bytes_raise_only_forensics_errors(data: bytes, fmt: str | None) -> None:

@@ -42,7 +42,9 @@ def _problems(value: Any, declared: Any, where: str):
         yield from _json_problems(value, where)
     elif origin in (Union, types.UnionType):
         options = typing.get_args(declared)
-        if not any(not list(_problems(value, o, where)) for o in options):
+        if type(value) in options and is_dataclass(value):  # a turn of the Turn union
+            yield from _record_problems(value, where)
+        elif not any(not list(_problems(value, o, where)) for o in options):
             yield f"{where}: {type(value).__name__} {value!r:.60} is none of {declared}"
     elif origin is Literal:
         if type(value) is not str or value not in typing.get_args(declared):
