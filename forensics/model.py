@@ -52,10 +52,10 @@ class _Record:
     """What every record of the model shares: its JSON form.
 
     Records are slots dataclasses, not pydantic models: a session is tens of thousands of
-    them, built several times faster and held in a fraction of the memory (``docs/
-    performance.md``, "Turn model as slots classes"). Readers build them from values they have
-    already typed: unknown field names still fail at construction, types are not checked
-    (``tests/welltyped.py`` checks what the readers build from hostile input)."""
+    them, built several times faster and held in a fraction of the memory
+    (``docs/performance.md``, "Turn model as slots classes"). Readers build them from values
+    they have already typed: unknown field names still fail at construction, types are not
+    checked (``tests/welltyped.py`` checks what the readers build from hostile input)."""
 
     __slots__ = ()
 
@@ -76,6 +76,7 @@ def _dumped(value: Any) -> Any:
 
 
 _record = dataclass(slots=True, kw_only=True)
+"""Every record's decorator: keyword-only, so a misspelt or missing field fails where built."""
 
 
 @_record
