@@ -332,6 +332,18 @@ class PhraseGate:
             all(map(holds, pieces)) for pieces in self.several)
 
 
+_WORD_RUN = re.compile(r"[\w-]+")
+
+
+def _stands_alone(name: str, text: str, runs: set[str]) -> bool:
+    """Does ``name`` occur in ``text`` with no word character or hyphen either side? For a name
+    made of those characters only, that is being one of ``runs`` (``_WORD_RUN``'s matches in
+    ``text``): a set look-up instead of a regular expression compiled per name at start-up."""
+    if _WORD_RUN.fullmatch(name):
+        return name in runs
+    return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text) is not None
+
+
 def needles(pattern: re.Pattern[str]) -> tuple[str, ...] | None:
     """Texts one of which every match of ``pattern`` contains, folded (``_fold_case``), so a
     command whose folded text holds none of them needs no search; None when the pattern's
@@ -541,9 +553,10 @@ class Knowledge:
                          for p in (pats if isinstance(pats, list) else [pats])]
         inert = frozenset(n.lower() for n in params["inert_programs"])
         kill_text = re.sub(r"\\[A-Za-z]", " ", "\n".join(kill_patterns).lower())
+        kill_words = set(_WORD_RUN.findall(kill_text))
         skip_fast = frozenset(
             n for n in inert if n not in ("cd", "export", "set")
-            and not re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", kill_text))
+            and not _stands_alone(n, kill_text, kill_words))
         listers = [re.escape(n) for n in params["process_listers"]]
         lister = _compile(rf"\b(?:{'|'.join(listers)})\b") if listers else None
         readers = [re.escape(n) for n in params["log_readers"]]
