@@ -12,9 +12,13 @@ about a third of a small scan's start-up).
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args
+
+try:  # the very function hashlib hands out, without hashlib loading OpenSSL's digests (3 ms)
+    from _blake2 import blake2b
+except ImportError:  # a Python without CPython's built-in module
+    from hashlib import blake2b
 
 Severity = Literal["high", "medium", "low"]
 SEVERITY_ORDER: dict[str, int] = {"high": 0, "medium": 1, "low": 2}
@@ -122,7 +126,7 @@ class Incident:
         record is (``content``: a digest of the flagged record, ``record_digest``), never from
         turn ordinals, which move when a reader types a record differently, nor from paths."""
         raw = f"{code}\x00{session_id}\x00{anchor}\x00{content}".encode()
-        return hashlib.blake2b(raw, digest_size=8).hexdigest()
+        return blake2b(raw, digest_size=8).hexdigest()
 
 
 def _plain(value: Any) -> Any:
@@ -138,5 +142,4 @@ def record_digest(turn: object) -> str:
     import orjson
 
     dump = turn.model_dump(mode="json", exclude={"ordinal", "line", "file"})  # type: ignore
-    return hashlib.blake2b(orjson.dumps(dump, option=orjson.OPT_SORT_KEYS),
-                           digest_size=8).hexdigest()
+    return blake2b(orjson.dumps(dump, option=orjson.OPT_SORT_KEYS), digest_size=8).hexdigest()
