@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from forensics import _typer_coercion
 from forensics.analysis.ledger import _WORD_RUN, _stands_alone
+from forensics.analysis.phrases import source_of
 from forensics.cli import app
 from forensics.resources import RULE_CASES_HEADER, read_rule_file, rules_dir
 
@@ -169,3 +170,25 @@ NAME_CHARS = st.sampled_from("ab-_.[1é ")
 def test_a_name_stands_alone_as_the_regular_expression_says(name: str, text: str) -> None:
     expected = re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text) is not None
     assert _stands_alone(name, text, set(_WORD_RUN.findall(text))) == expected
+
+
+def test_the_needles_of_a_lazy_pattern_are_read_without_compiling_it() -> None:
+    """Every shipped server pattern (and one that does not compile, read as its text) has the
+    needles its compiled pattern has, and is still uncompiled after they were read."""
+    from forensics.analysis.ledger import Knowledge, needles
+    from forensics.analysis.phrases import LazyPattern, compile_later
+    from forensics.rules import registry
+
+    servers = [pat for _, pat in Knowledge.build(**registry()["FX002"].params).servers]
+    fresh = [compile_later(*source_of(p)[:2], literal_if_invalid=True) for p in servers]
+    fresh.append(compile_later(r"node server.js (", re.I, literal_if_invalid=True))
+    for lazy in fresh:
+        found = needles(lazy)
+        assert "search" not in vars(lazy), lazy  # not compiled by reading them
+        source, flags, _ = source_of(lazy)
+        try:
+            compiled = re.compile(source, flags)
+        except re.error:
+            compiled = re.compile(re.escape(source), flags)
+        assert found == needles(compiled), source
+    assert all(isinstance(p, LazyPattern) for p in fresh)

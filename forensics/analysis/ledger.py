@@ -47,7 +47,7 @@ from typing import Any, ClassVar
 from forensics.resources import rules_dir
 from forensics.model import AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn, UserTurn
 from forensics.analysis.params import build as build_params
-from forensics.analysis.phrases import compile_later, phrase_pattern
+from forensics.analysis.phrases import compile_later, phrase_pattern, source_of
 from forensics.analysis.params import require_names, resolve_references
 from forensics.analysis.commands import _ASSIGN, Command, Pipeline, normalize, parse, split_pipelines
 from forensics.analysis.commands import words as shell_words
@@ -354,7 +354,8 @@ def needles(pattern: re.Pattern[str]) -> tuple[str, ...] | None:
     or one needle per branch of an alternation every branch of which has one. A literal counts
     only when ``_caseless_exact``: its case-blind matches all fold into it.
     """
-    return _needles(pattern.pattern, pattern.flags)
+    source, flags, literal = source_of(pattern)  # a lazy pattern stays uncompiled
+    return _needles(source, flags, literal_if_invalid=literal)
 
 
 def _needles(source: str, flags: int, *, literal_if_invalid: bool = False
