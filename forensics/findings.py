@@ -5,8 +5,8 @@ A ``Finding`` is the bare observation a rule makes about one turn. The engine tu
 batch rerun can tell an old incident from a new one.
 
 They are dataclasses, keyword-only, that refuse a severity or evidence kind outside their
-``Literal`` and keep their lists as lists, as the pydantic models they were did: a scan then
-needs no pydantic at all once the turns do not (importing it and building its validators was
+``Literal`` and keep their lists as lists, as the pydantic models they replace did: a scan
+then needs no pydantic once the turns do not (importing it and building its validators was
 about a third of a small scan's start-up).
 """
 

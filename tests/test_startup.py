@@ -1,9 +1,10 @@
 """What a command's start-up leaves out stays out, and leaving it out changes nothing.
 
 A scan reads the rule files without their ``[[covered]]`` records, coerces its options without
-pydantic validators, skips pydantic's plugin look-up, and works out the ledger's fast-skip
-programs without a regular expression per name; each is held here to give what the eager way
-gave (no timing assertions: the figures are in docs/performance.md).
+pydantic validators, skips pydantic's plugin look-up, works out the ledger's fast-skip programs
+without a regular expression per name, reads server patterns' needles without compiling them,
+and makes findings without pydantic; each is held here to give what the eager way gave (no
+timing assertions: the figures are in docs/performance.md).
 """
 
 from __future__ import annotations
@@ -192,3 +193,20 @@ def test_the_needles_of_a_lazy_pattern_are_read_without_compiling_it() -> None:
             compiled = re.compile(re.escape(source), flags)
         assert found == needles(compiled), source
     assert all(isinstance(p, LazyPattern) for p in fresh)
+
+
+def test_findings_refuse_what_their_types_refuse_and_keep_lists() -> None:
+    """The findings are dataclasses now (no pydantic on the scan path): they still refuse a
+    severity or evidence kind outside their ``Literal`` and an unknown field, and a tuple of
+    evidence turns is kept as a list, as the pydantic models kept it."""
+    from forensics.findings import Evidence, Finding
+
+    made = Finding(turn=3, anchor="a", severity="high", severity_reason="r", message="m",
+                   evidence=(1, 2), facts=(Evidence(kind="reply", role="r", turn=3, anchor="a"),))
+    assert made.evidence == [1, 2] and isinstance(made.facts, list)
+    with pytest.raises(ValueError, match="severity"):
+        Finding(turn=3, anchor="a", severity="critical", severity_reason="r", message="m")
+    with pytest.raises(ValueError, match="evidence kind"):
+        Evidence(kind="guess", role="r", turn=1, anchor="a")
+    with pytest.raises(TypeError):
+        Evidence(kind="reply", role="r", turn=1, anchor="a", colour="red")  # type: ignore[call-arg]
