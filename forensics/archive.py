@@ -46,7 +46,13 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Literal
 
-from forensics.ingest import SESSION_SUFFIXES
+from forensics.ingest import (
+    SESSION_SUFFIXES,
+    STREAM_TAR_SUFFIXES,
+    TAR_SUFFIXES,
+    ZIP_SUFFIXES,
+    is_archive,
+)
 from forensics.ingest._source import regular_file
 from forensics.ingest.sniff import (
     CLINE_FILES,
@@ -58,18 +64,6 @@ from forensics.remote import basename, is_url, listing, open_binary
 from forensics.remote import stat as url_stat
 
 TASK_FILE_NAMES = (*CLINE_FILES, "task_metadata.json")
-
-ZIP_SUFFIXES = (".zip",)
-TAR_SUFFIXES = (".tar",)
-STREAM_TAR_SUFFIXES = {
-    ".tar.gz": "gz", ".tgz": "gz", ".tar.bz2": "bz2", ".tbz2": "bz2", ".tar.xz": "xz",
-    ".txz": "xz", ".tar.zst": "zst", ".tzst": "zst", ".tar.zstd": "zst",
-}
-ARCHIVE_SUFFIXES = ZIP_SUFFIXES + TAR_SUFFIXES + tuple(STREAM_TAR_SUFFIXES)
-
-
-def is_archive(name: str) -> bool:
-    return name.lower().endswith(ARCHIVE_SUFFIXES)
 
 
 _UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}

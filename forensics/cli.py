@@ -25,6 +25,7 @@ from typing import Annotated, Any, Optional
 import typer
 import typer.core
 
+from forensics import _typer_coercion
 from forensics.errors import ForensicsError, reading
 from forensics.output import Format as ScanFormat
 
@@ -218,6 +219,7 @@ def _argument_usage(self) -> str:
 _typer_argument_type = typer.core.TyperArgument.display_type_rich
 typer.core.TyperArgument.display_type_rich = _argument_type
 typer.core.TyperArgument._usage_display_name = _argument_usage
+_typer_coercion.install()
 
 InputFormat = Annotated[
     Optional[str],
@@ -892,6 +894,12 @@ def main() -> None:
     # free memory the process is about to give back. Every atexit handler still runs and the
     # standard streams are still flushed; only cyclic garbage left at exit goes uncollected.
     atexit.register(gc.freeze)
+    # Pydantic looks for plugins in every installed package's metadata when it builds the first
+    # model. A plugin observes an application's own validation (tracing, logging); this
+    # process's models are forensics' internals, so the command does without, unless the user
+    # chose which plugins to skip. Only the command's process (and the batch workers it starts)
+    # sees this: the library in a notebook loads the user's plugins as before.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     # Start-up (typer, pydantic, the model, the rules) only builds what lives to the end, yet
     # the collector walked it again and again: rare until the command calls started(). Rare,
     # not off, so a command that never calls it still frees its cycles.

@@ -3,14 +3,22 @@
 A ``Finding`` is the bare observation a rule makes about one turn. The engine turns it into an
 ``Incident`` by adding the rule's identity and the session's, plus a stable fingerprint so that a
 batch rerun can tell an old incident from a new one.
+
+They are dataclasses, keyword-only, that refuse a severity or evidence kind outside their
+``Literal`` and keep their lists as lists, as the pydantic models they replace did: a scan
+then needs no pydantic once the turns do not (importing it and building its validators was
+about a third of a small scan's start-up).
 """
 
 from __future__ import annotations
 
-import hashlib
-from typing import TYPE_CHECKING, Literal
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+try:  # the very function hashlib hands out, without hashlib loading OpenSSL's digests (3 ms)
+    from _blake2 import blake2b
+except ImportError:  # a Python without CPython's built-in module
+    from hashlib import blake2b
 
 if TYPE_CHECKING:
     from forensics.model import Turn
@@ -33,11 +41,17 @@ EvidenceKind = Literal[
     "event",  # a harness event: an interruption, a provider error, a compaction
 ]
 
+EVIDENCE_KINDS = frozenset(get_args(EvidenceKind))
 
-class Evidence(BaseModel):
+
+def _refuse(value: Any, allowed: frozenset[str] | dict[str, int], what: str) -> None:
+    if value not in allowed:
+        raise ValueError(f"{what} must be one of {', '.join(sorted(allowed))}, not {value!r}")
+
+
+@dataclass(kw_only=True)
+class Evidence:
     """One piece of typed evidence: what it is, where it is, and the words that proved it."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: EvidenceKind
     role: str
@@ -53,10 +67,12 @@ class Evidence(BaseModel):
     """How a call or check ended, in words (``exited with status 1``, ``timed out``), as the
     rule judged it; None when the fact is not a run."""
 
+    def __post_init__(self) -> None:
+        _refuse(self.kind, EVIDENCE_KINDS, "evidence kind")
 
-class Finding(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
+@dataclass(kw_only=True)
+class Finding:
     turn: int
     """Ordinal of the flagged turn."""
     anchor: str
@@ -64,15 +80,18 @@ class Finding(BaseModel):
     severity_reason: str
     message: str
     """One sentence in this session's own terms: the command, the port, the quoted words."""
-    evidence: list[int] = Field(default_factory=list)
+    evidence: list[int] = field(default_factory=list)
     """Ordinals of the other turns the finding relies on, in order."""
-    facts: list[Evidence] = Field(default_factory=list)
+    facts: list[Evidence] = field(default_factory=list)
     """The typed evidence, in transcript order; reports render it instead of re-detecting."""
 
+    def __post_init__(self) -> None:
+        _refuse(self.severity, SEVERITY_ORDER, "severity")
+        self.evidence, self.facts = list(self.evidence), list(self.facts)
 
-class Incident(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
+@dataclass(kw_only=True)
+class Incident:
     rule: str
     """The rule's slug, e.g. ``empty-response``."""
     code: str
@@ -90,8 +109,19 @@ class Incident(BaseModel):
     evidence_turns: list[int]
     message: str
     fingerprint: str
-    facts: list[Evidence] = Field(default_factory=list)
+    facts: list[Evidence] = field(default_factory=list)
     """The finding's typed evidence."""
+
+    def __post_init__(self) -> None:
+        _refuse(self.severity, SEVERITY_ORDER, "severity")
+        self.evidence, self.evidence_turns = list(self.evidence), list(self.evidence_turns)
+        self.facts = list(self.facts)
+
+    def dump(self, *, exclude: frozenset[str] = frozenset()) -> dict[str, Any]:
+        """Every field as plain data (the evidence as dicts, each list a copy), but those in
+        ``exclude``."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)
+                if f.name not in exclude}
 
     @staticmethod
     def make_fingerprint(code: str, session_id: str, anchor: str, content: str) -> str:
@@ -99,7 +129,15 @@ class Incident(BaseModel):
         record is (``content``: a digest of the flagged record, ``record_digest``), never from
         turn ordinals, which move when a reader types a record differently, nor from paths."""
         raw = f"{code}\x00{session_id}\x00{anchor}\x00{content}".encode()
-        return hashlib.blake2b(raw, digest_size=8).hexdigest()
+        return blake2b(raw, digest_size=8).hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, Evidence):
+        return {f.name: getattr(value, f.name) for f in fields(value)}
+    return value
 
 
 _NOT_CONTENT = frozenset({"ordinal", "line", "file"})
@@ -111,5 +149,4 @@ def record_digest(turn: Turn) -> str:
     import orjson
 
     dump = {k: v for k, v in turn.dump().items() if k not in _NOT_CONTENT}
-    return hashlib.blake2b(orjson.dumps(dump, option=orjson.OPT_SORT_KEYS),
-                           digest_size=8).hexdigest()
+    return blake2b(orjson.dumps(dump, option=orjson.OPT_SORT_KEYS), digest_size=8).hexdigest()

@@ -277,7 +277,7 @@ def session_row(result: ScanResult, *, origin: str | None = None) -> dict[str, A
 def incident_row(incident: Incident, session: Session, *, origin: str | None = None,
                  case: str | None = None, model: str | None = None) -> dict[str, Any]:
     """One ``incidents`` row: the incident plus the session facts a triage groups by."""
-    row = incident.model_dump(exclude={"facts"})
+    row = incident.dump(exclude=frozenset({"facts"}))
     row.update(
         model=model if model is not None else main_model(session),
         project=session.project_dir,

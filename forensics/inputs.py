@@ -47,7 +47,7 @@ def read_inputs(names: Sequence[str], *, format: str | None = None,
 
 
 def _is_archive_name(name: str) -> bool:
-    from forensics.archive import is_archive
+    from forensics.ingest import is_archive
 
     p = Path(name)
     if p.is_file():
@@ -112,7 +112,7 @@ def _path(p: Path, format: str | None, errors: list[IngestError]) -> Iterator[Se
 def _archives_under(root: Path) -> list[Path]:
     """Archives in a folder tree, not looking inside opencode data dirs (their storage trees
     and snapshot repositories hold many files and no archives)."""
-    from forensics.archive import is_archive
+    from forensics.ingest import is_archive
     from forensics.ingest.sniff import is_opencode_tree
 
     out = []

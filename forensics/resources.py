@@ -1,5 +1,5 @@
 """Find the files that live outside the package: rule files, report templates and knowledge,
-the sample.
+the sample; read a rule file.
 
 In a source checkout they sit at the repository top (``rules/``, ``reports/templates/``); in an
 installed wheel they are carried inside the package as ``forensics/_data/``. The secret patterns
@@ -8,8 +8,10 @@ of the redaction helper live in ``redaction/``.
 
 from __future__ import annotations
 
+import tomllib
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 _PKG = Path(__file__).resolve().parent
 
@@ -30,6 +32,21 @@ def data_dir(name: str) -> Path:
 
 def rules_dir() -> Path:
     return data_dir("rules")
+
+
+RULE_CASES_HEADER = "\n[[covered]]\n"
+"""Where a rule file's ``[[covered]]`` records start: they come last in the file."""
+
+
+def read_rule_file(path: Path, *, cases: bool = False) -> dict[str, Any]:
+    """A rule file's TOML (``tomllib.TOMLDecodeError`` if it is not), without its
+    ``[[covered]]`` records unless ``cases``: they are about half of every file, and only the
+    tests of the rule cases read them, never a scan. They come after everything else, so the
+    text before the first one is the rest of the file, line numbers and all."""
+    text = path.read_text(encoding="utf-8")
+    if not cases:
+        text = text[:text.find(RULE_CASES_HEADER) + 1 or len(text)]
+    return tomllib.loads(text)
 
 
 def templates_dir() -> Path:

@@ -344,7 +344,7 @@ def test_rules_are_deterministic_and_anchor_real_turns(session: Session) -> None
     first = scan_session(session)
     again = scan_session(copy.deepcopy(session))
     assert not first.crashes, [str(c) for c in first.crashes]
-    assert [i.model_dump() for i in first.incidents] == [i.model_dump() for i in again.incidents]
+    assert [i.dump() for i in first.incidents] == [i.dump() for i in again.incidents]
     for incident in first.incidents:
         assert 1 <= incident.turn <= len(session.turns)
         assert session.turn(incident.turn).anchor == incident.anchor

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 
 import orjson
 import pytest
@@ -206,7 +207,7 @@ def test_label_redacts_secrets_in_candidate_notes(tmp_path):
             self.session = type("S", (), {"format": "codex"})()
 
     key = "sk-ant-api03-" + "A1b2C3d4" * 5
-    found = fake("user-resend", "L3").model_copy(update={"message": f"resent {key}"})
+    found = replace(fake("user-resend", "L3"), message=f"resent {key}")
     doc = label_document(tmp_path / "x.jsonl", [R(found)], relative_to=tmp_path, rules=CORE)
     assert key not in doc["incidents"][0]["note"]
     assert "[REDACTED:anthropic-key]" in doc["incidents"][0]["note"]

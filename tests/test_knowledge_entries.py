@@ -18,7 +18,6 @@ exists, fails the test too (a stale record hides a real dependency).
 from __future__ import annotations
 
 import sys
-import tomllib
 from collections.abc import Iterator
 from copy import deepcopy
 from pathlib import Path
@@ -29,7 +28,7 @@ import pytest
 import forensics.analysis.knowledge as shared_knowledge
 import forensics.analysis.outcome  # noqa: F401  (the module, not the package's names)
 from forensics.errors import RuleError
-from forensics.resources import rules_dir
+from forensics.resources import read_rule_file, rules_dir
 from forensics.rules import registry
 from rulecases import load_cases
 
@@ -121,7 +120,7 @@ def _report(source: str, unexercised: list[tuple[str, Any]], stale: list[str]) -
 @pytest.mark.parametrize("code", sorted(registry()))
 def test_every_entry_of_a_rule_file_changes_a_case(code: str) -> None:
     spec = registry()[code]
-    data = tomllib.loads(Path(spec.path).read_text(encoding="utf-8"))
+    data = read_rule_file(Path(spec.path), cases=True)
     records = covered_records(data, spec.path)
     baseline = _outcomes([code], {code: spec.params})
     unexercised, changed = [], set()
@@ -139,7 +138,7 @@ def test_every_entry_of_a_rule_file_changes_a_case(code: str) -> None:
 
 def test_every_entry_of_the_shared_knowledge_changes_a_case(monkeypatch) -> None:
     path = rules_dir() / shared_knowledge.SHARED_FILE
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    data = read_rule_file(path, cases=True)
     knowledge = {k: v for k, v in data.items() if k != "covered"}
     records = covered_records(data, str(path))
     codes = sorted(registry())

@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                  "forensics.output", "forensics.inputs", "forensics.baseline",
                  "forensics.hooks", "forensics.cluster", "forensics.dataset",
                  "forensics.destination")),
-    ("cli", ("forensics.cli",)),
+    ("cli", ("forensics.cli", "forensics._typer_coercion")),
 ]
 
 

@@ -7,6 +7,7 @@ temporary folder) for a person to look at.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -131,8 +132,8 @@ def _crowded() -> ScanResult:
                           source="crowded.json", agent="opencode", turn=o, anchor=f"a{o}",
                           evidence=[], evidence_turns=[], message="An empty reply.",
                           fingerprint=f"{o:016d}") for o in range(1992, 2001, 2)]
-    incidents.append(incidents[0].model_copy(update={"code": "FX101", "rule": "interrupted-turn",
-                                                     "fingerprint": "f" * 16}))
+    incidents.append(replace(incidents[0], code="FX101", rule="interrupted-turn",
+                             fingerprint="f" * 16))
     return ScanResult(session=session, incidents=incidents)
 
 

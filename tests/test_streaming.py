@@ -98,8 +98,9 @@ def test_help_loads_no_model_engine_or_table_library() -> None:
 
 def test_a_small_scan_loads_one_reader_and_no_table_batch_or_report_code() -> None:
     """``forensics scan FILE`` of one small session starts in a small multiple of a bare
-    interpreter: polars, jinja2, the batch machinery, the case-study renderers and the other
-    formats' readers load only in the commands and for the inputs that need them."""
+    interpreter: polars, jinja2, the batch machinery, the case-study renderers, the other
+    formats' readers, the archive code (tar) and typer's pydantic validators of option
+    values load only in the commands and for the inputs that need them."""
     import subprocess
     import sys
 
@@ -109,7 +110,8 @@ def test_a_small_scan_loads_one_reader_and_no_table_batch_or_report_code() -> No
             "assert result.exit_code == 1 and 'FX002 duplicate-launch' in result.output\n"
             "unwanted = ('polars', 'jinja2', 'forensics.batch', 'forensics.report', "
             "'forensics.frame', 'forensics.ingest.claude_code', 'forensics.ingest.codex', "
-            "'concurrent.futures.process')\n"
+            "'concurrent.futures.process', 'forensics.archive', 'tarfile', "
+            "'typer._adapters')\n"
             "print(' '.join(m for m in unwanted if m in sys.modules))\n"
             "print(' '.join(m for m in sys.modules if m.startswith('forensics.ingest.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

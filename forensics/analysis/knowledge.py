@@ -7,7 +7,7 @@ from functools import cache
 from typing import Any
 
 from forensics.errors import RuleError
-from forensics.resources import rules_dir
+from forensics.resources import read_rule_file, rules_dir
 
 SHARED_FILE = "analysis.toml"
 
@@ -16,8 +16,6 @@ SHARED_FILE = "analysis.toml"
 def shared() -> dict[str, Any]:
     path = rules_dir() / SHARED_FILE
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return read_rule_file(path)  # without the coverage records: for the tests, not knowledge
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise RuleError(f"{path}: {exc}") from None
-    data.pop("covered", None)  # the coverage records are for the tests, not knowledge
-    return data

@@ -47,7 +47,7 @@ from typing import Any, ClassVar
 from forensics.resources import rules_dir
 from forensics.model import AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn, UserTurn
 from forensics.analysis.params import build as build_params
-from forensics.analysis.phrases import compile_later, phrase_pattern
+from forensics.analysis.phrases import compile_later, phrase_pattern, source_of
 from forensics.analysis.params import require_names, resolve_references
 from forensics.analysis.commands import _ASSIGN, Command, Pipeline, normalize, parse, split_pipelines
 from forensics.analysis.commands import words as shell_words
@@ -332,6 +332,18 @@ class PhraseGate:
             all(map(holds, pieces)) for pieces in self.several)
 
 
+_WORD_RUN = re.compile(r"[\w-]+")
+
+
+def _stands_alone(name: str, text: str, runs: set[str]) -> bool:
+    """Does ``name`` occur in ``text`` with no word character or hyphen either side? For a name
+    made of those characters only, that is being one of ``runs`` (``_WORD_RUN``'s matches in
+    ``text``): a set look-up instead of a regular expression compiled per name at start-up."""
+    if _WORD_RUN.fullmatch(name):
+        return name in runs
+    return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text) is not None
+
+
 def needles(pattern: re.Pattern[str]) -> tuple[str, ...] | None:
     """Texts one of which every match of ``pattern`` contains, folded (``_fold_case``), so a
     command whose folded text holds none of them needs no search; None when the pattern's
@@ -342,7 +354,8 @@ def needles(pattern: re.Pattern[str]) -> tuple[str, ...] | None:
     or one needle per branch of an alternation every branch of which has one. A literal counts
     only when ``_caseless_exact``: its case-blind matches all fold into it.
     """
-    return _needles(pattern.pattern, pattern.flags)
+    source, flags, literal = source_of(pattern)  # a lazy pattern stays uncompiled
+    return _needles(source, flags, literal_if_invalid=literal)
 
 
 def _needles(source: str, flags: int, *, literal_if_invalid: bool = False
@@ -541,9 +554,10 @@ class Knowledge:
                          for p in (pats if isinstance(pats, list) else [pats])]
         inert = frozenset(n.lower() for n in params["inert_programs"])
         kill_text = re.sub(r"\\[A-Za-z]", " ", "\n".join(kill_patterns).lower())
+        kill_words = set(_WORD_RUN.findall(kill_text))
         skip_fast = frozenset(
             n for n in inert if n not in ("cd", "export", "set")
-            and not re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", kill_text))
+            and not _stands_alone(n, kill_text, kill_words))
         listers = [re.escape(n) for n in params["process_listers"]]
         lister = _compile(rf"\b(?:{'|'.join(listers)})\b") if listers else None
         readers = [re.escape(n) for n in params["log_readers"]]

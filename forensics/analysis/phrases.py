@@ -69,6 +69,14 @@ class LazyPattern:
         return repr(self._compiled())
 
 
+def source_of(pattern: re.Pattern[str]) -> tuple[str, int, bool]:
+    """``(source, flags, literal_if_invalid)`` a pattern is made from: a lazy one's without
+    compiling it (reading its ``pattern`` or ``flags`` would), a compiled one's own."""
+    if isinstance(pattern, LazyPattern):
+        return pattern._source, pattern._flags, pattern._literal
+    return pattern.pattern, pattern.flags, False
+
+
 def _remade(source: str, flags: int, literal: bool) -> LazyPattern:
     return LazyPattern(source, flags, literal_if_invalid=literal)
 

@@ -69,6 +69,21 @@ KNOWN_AGENTS = ("opencode, Claude Code, Codex, Gemini CLI, Qwen Code, Cline/Roo/
                 "Copilot CLI")
 SESSION_SUFFIXES = (".json", ".jsonl", ".db", ".ndjson")
 
+ZIP_SUFFIXES = (".zip",)
+TAR_SUFFIXES = (".tar",)
+STREAM_TAR_SUFFIXES = {
+    ".tar.gz": "gz", ".tgz": "gz", ".tar.bz2": "bz2", ".tbz2": "bz2", ".tar.xz": "xz",
+    ".txz": "xz", ".tar.zst": "zst", ".tzst": "zst", ".tar.zstd": "zst",
+}
+"""Compressed tars by suffix, with their compression (``forensics.archive`` reads them)."""
+ARCHIVE_SUFFIXES = ZIP_SUFFIXES + TAR_SUFFIXES + tuple(STREAM_TAR_SUFFIXES)
+
+
+def is_archive(name: str) -> bool:
+    """Is ``name`` an archive's (answered here, so that a run over plain files never imports
+    ``forensics.archive`` with its tar, zip and compression modules)."""
+    return name.lower().endswith(ARCHIVE_SUFFIXES)
+
 
 def _reader(fmt: str):
     try:

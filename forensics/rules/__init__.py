@@ -30,7 +30,7 @@ from forensics.analysis.params import build as build_params
 from forensics.errors import ConfigError, RuleError
 from forensics.findings import Finding
 from forensics.model import Session
-from forensics.resources import rules_dir
+from forensics.resources import read_rule_file, rules_dir
 
 RuleFunc = Callable[..., Iterator[Finding]]
 
@@ -114,7 +114,7 @@ def _params_class(func: RuleFunc) -> type | None:
 def _load_spec(path, func: RuleFunc | None) -> RuleSpec:
     where = str(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = read_rule_file(path)
     except tomllib.TOMLDecodeError as exc:
         raise RuleError(f"{where}: {exc}") from None
     missing = [k for k in ("id", "slug", "title", "severity", "summary") if k not in data]
