@@ -650,14 +650,23 @@ class LogNames:
 
     def named_in(self, script: str) -> list[list[Launch]]:
         """The launches of each name ``script`` holds as a substring, in the names' order."""
-        if not self._launches:
-            return []
-        found = self._substrings(script)
+        if len(self._pending) > self.PENDING:
+            self._build()
+        if self._automaton is None:  # a few names, none built in: in order already
+            return [self._launches[n] for n in self._pending if n in script]
+        found = {n for n in self._pending if n in script}
+        found.update(name for _end, name in self._automaton.iter(script))
         return [self._launches[n] for n in sorted(found, key=self._order.__getitem__)]
 
     def any_in(self, script: str) -> bool:
         """Does ``script`` hold any of the names."""
-        return bool(self._launches) and bool(self._substrings(script, first=True))
+        if len(self._pending) > self.PENDING:
+            self._build()
+        for name in self._pending:
+            if name in script:
+                return True
+        return self._automaton is not None and next(self._automaton.iter(script),
+                                                    None) is not None
 
     def read_as(self, path: str) -> list[list[Launch]]:
         """The launches of each name a file read of ``path`` opens: the same path, or one
@@ -670,25 +679,9 @@ class LogNames:
                 out.append(self._launches[name])
         return out
 
-    def _substrings(self, text: str, first: bool = False) -> set[str]:
-        """``{n for n in names if n in text}`` (with ``first``: stop at the first found), from
-        one Aho-Corasick pass, which reports every occurrence, overlapping ones included."""
-        if len(self._pending) > self.PENDING:
-            self._build()
-        found: set[str] = set()
-        for name in self._pending:
-            if name in text:
-                found.add(name)
-                if first:
-                    return found
-        if self._automaton is not None:
-            for _end, name in self._automaton.iter(text):
-                found.add(name)
-                if first:
-                    return found
-        return found
-
     def _build(self) -> None:
+        """One Aho-Corasick automaton of every name: it reports every occurrence in a text,
+        overlapping ones included, so the names it finds are the names the text holds."""
         import ahocorasick  # a runtime dependency (FX005's claim phrases)
 
         automaton = ahocorasick.Automaton()
