@@ -105,3 +105,41 @@ def test_live_table_through_kills_revivals_and_resumes() -> None:
     s.user("the server is up")
     _check_session(Session(id="s", agent="opencode", format="case", source="t",
                            turns=s.turns))
+
+
+# -- FX002's look-back over earlier launches -----------------------------------------------------
+
+def _check_candidates(launches: list[Launch]) -> None:
+    from forensics.rules.fx002_duplicate_launch import _Candidates
+
+    candidates = _Candidates(launches)
+    for i, later in enumerate(launches):
+        found = candidates.before(i)
+        assert all(e.seq < later.seq for e in found)
+        assert [e.seq for e in found] == sorted({e.seq for e in found})
+        assert [e for e in found if e.equivalent(later)] == [
+            e for e in launches[:i] if e.equivalent(later)]
+
+
+def test_candidates_hold_every_equivalent_launch_in_generated_sessions(generated) -> None:
+    for path in generated:
+        for session in iter_sessions(str(path)):
+            _check_candidates(Tracker(session, KNOW).ledger().launches)
+
+
+def _made(seq: int, normalized: str, port, requested, conflict, cwd) -> Launch:
+    launch = _launch(seq)
+    launch.normalized, launch.port, launch.requested_port = normalized, port, requested
+    launch.conflict_port, launch.cwd = conflict, cwd
+    return launch
+
+
+PORT = st.sampled_from([None, None, 3000, 3001, 8000])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["", "npm run dev", "uvicorn app:app"]), PORT, PORT,
+                          PORT, st.sampled_from([None, "/a/web", "/b/web", "/a/api"])),
+                max_size=12))
+def test_candidates_hold_every_equivalent_launch(specs) -> None:
+    _check_candidates([_made(i, *spec) for i, spec in enumerate(specs)])
