@@ -60,6 +60,19 @@ def test_bare_folds_every_character_as_defined() -> None:
             assert fx004._bare(text) == _bare_by_definition(text), (hex(code), text)
 
 
+def test_every_accented_character_lies_below_the_bound() -> None:
+    """``_accented`` looks for accents only below ``ACCENTED_BELOW``: no code point past it
+    decomposes to one of the marks FX004 folds, and it finds exactly the ones below."""
+    pattern = fx004._accented()
+    for code in range(0x110000):
+        if 0xD800 <= code <= 0xDFFF:
+            continue
+        char = chr(code)
+        accented = bool(_MARKS.search(unicodedata.normalize("NFD", char)))
+        assert bool(pattern.fullmatch(char)) == accented, hex(code)
+        assert not accented or 0x80 <= code < fx004.ACCENTED_BELOW, hex(code)
+
+
 def _pair_overlap_by_definition(a: str, b: str) -> float | None:
     """FX004's word-pair overlap as first written (tuples of words, a set union)."""
     def pairs(text: str) -> frozenset:
@@ -156,3 +169,35 @@ _PHRASE_CHARS = st.sampled_from(list("ab .\n") + ["测", "试", "é", "😀", "\
 def test_present_phrases_are_the_substrings(phrases, text) -> None:
     present = fx005._substrings((("kind", tuple(phrases)),))
     assert present(text) == {p for p in phrases if p in text}
+
+
+# -- FX004's courtesy words -------------------------------------------------------------------
+
+from forensics.rules import registry  # noqa: E402
+
+_FX004 = fx004.UserResendParams.from_params(registry()["FX004"].params)
+
+
+def _without_polite_by_definition(bare: str, polite) -> str:
+    """FX004's ``_without_polite`` as first written: two rounds over every courtesy word."""
+    for _ in range(2):
+        for word in polite:
+            if bare.endswith(word) and len(bare) > len(word):
+                bare = _PUNCT.sub("", bare[: -len(word)].rstrip(" ,"))
+            elif bare.startswith(word + " ") or (not word.isascii() and bare.startswith(word)
+                                                 and len(bare) > len(word)):
+                bare = bare[len(word):].lstrip(" ,")
+    return bare
+
+
+_POLITE_PIECES = st.sampled_from(
+    [*_FX004.polite, *sorted(_FX004.retries)[:12], " ", ", ", "!", ".", "…", "ok", "o", "k",
+     "please", "pleas", "e", "吧", "下", "さい", "retry", "continue", "x"])
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(_POLITE_PIECES, max_size=8).map("".join))
+def test_without_polite_strips_as_defined(text: str) -> None:
+    bare = fx004._bare(text)
+    assert fx004._without_polite(bare, _FX004.polite) == _without_polite_by_definition(
+        bare, _FX004.polite)

@@ -46,6 +46,17 @@ def user_stopped(turns: list[Turn]) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class Run:
+    """One tool call and what came of it."""
+
+    turn: AssistantTurn
+    call: ToolCall
+    result: ToolResultTurn | None
+    command: str | None
+    """The shell script the call ran, if it ran one."""
+
+
 class Analysis:
     """The facts of one session that more than one rule or report needs."""
 
@@ -74,6 +85,18 @@ class Analysis:
     def call_of(self, result: ToolResultTurn) -> ToolCall | None:
         owner = self.session.call_for(result)
         return owner[1] if owner else None
+
+    @cached_property
+    def runs(self) -> list[Run]:
+        """Every tool call in order, with its result (None when it never came back) and its
+        script: read by several rules, so made once (the list is shared: do not change it)."""
+        session = self.session
+        out = []
+        for turn in session.turns:
+            if isinstance(turn, AssistantTurn):
+                for call in turn.tool_calls:
+                    out.append(Run(turn, call, session.result_for(call), command_of(call)))
+        return out
 
     # -- results -------------------------------------------------------------------------
 
@@ -144,4 +167,4 @@ def analysis_of(session: Session) -> Analysis:
 
 
 __all__ = ["Analysis", "Command", "Exchange", "Knowledge", "Ledger", "Outcome", "OutcomeRules",
-           "STOP_EVENTS", "analysis_of", "user_stopped"]
+           "Run", "STOP_EVENTS", "analysis_of", "user_stopped"]

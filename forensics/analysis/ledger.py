@@ -180,6 +180,9 @@ class Launch:
     """The line of its output or log that showed it crashed (the exception, the fatal error)."""
     delegated: bool = False
     """Started by a subagent (its call's result or its own file says it was left running)."""
+    live: "dict[int, Launch] | None" = field(default=None, repr=False)
+    """The tracker's launches whose state is ALIVE, by ``seq``, kept current by ``end`` while
+    the ledger is built (None after): "is anything alive?" without a pass over every launch."""
 
     def state_before(self, clock: Clock) -> tuple[State, Change | None]:
         state, last = State.ALIVE, None
@@ -196,6 +199,11 @@ class Launch:
     def end(self, clock: Clock, kind: str, reason: str, ordinal: int,
             state: State = State.ENDED, anchor: str = "") -> None:
         self.changes.append(Change(clock, state, kind, reason, ordinal, anchor))
+        if self.live is not None:
+            if state is State.ALIVE:
+                self.live[self.seq] = self
+            else:
+                self.live.pop(self.seq, None)
 
     @property
     def intended_port(self) -> int | None:
@@ -625,6 +633,84 @@ def _first_word(text: str) -> str:
     return ""
 
 
+class LogNames:
+    """The log files launches write (name as the command or output wrote it, in the order they
+    were first named), with the launches writing each, and the two questions every later call
+    asks of them: which names a script holds, and which name a file read opens. Both were a
+    pass over every name per call, which made the ledger grow with launches times calls."""
+
+    PENDING = 32
+    """Names added since the automaton was built are tried one by one, up to this many."""
+
+    def __init__(self) -> None:
+        self._launches: dict[str, list[Launch]] = {}
+        self._order: dict[str, int] = {}
+        self._automaton: Any = None
+        self._pending: list[str] = []
+        self._by_last_part: dict[str, list[str]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._launches)
+
+    def add(self, name: str, launch: Launch) -> None:
+        known = self._launches.get(name)
+        if known is not None:
+            known.append(launch)
+            return
+        self._launches[name] = [launch]
+        self._order[name] = len(self._order)
+        self._pending.append(name)
+        self._by_last_part.setdefault(_plain_path(name).rsplit("/", 1)[-1], []).append(name)
+
+    def named_in(self, script: str) -> list[list[Launch]]:
+        """The launches of each name ``script`` holds as a substring, in the names' order."""
+        if len(self._pending) > self.PENDING:
+            self._build()
+        if self._automaton is None:  # a few names, none built in: in order already
+            return [self._launches[n] for n in self._pending if n in script]
+        found = {n for n in self._pending if n in script}
+        found.update(name for _end, name in self._automaton.iter(script))
+        return [self._launches[n] for n in sorted(found, key=self._order.__getitem__)]
+
+    def any_in(self, script: str) -> bool:
+        """Does ``script`` hold any of the names."""
+        if len(self._pending) > self.PENDING:
+            self._build()
+        for name in self._pending:
+            if name in script:
+                return True
+        return self._automaton is not None and next(self._automaton.iter(script),
+                                                    None) is not None
+
+    def read_as(self, path: str) -> list[list[Launch]]:
+        """The launches of each name a file read of ``path`` opens: the same path, or one
+        ending in the name (which then ends in the same last part), in the names' order."""
+        wanted = path.replace("\\", "/")
+        out = []
+        for name in self._by_last_part.get(wanted.rsplit("/", 1)[-1], ()):
+            plain = _plain_path(name)
+            if wanted == plain or wanted.endswith("/" + plain.lstrip("/")):
+                out.append(self._launches[name])
+        return out
+
+    def _build(self) -> None:
+        """One Aho-Corasick automaton of every name: it reports every occurrence in a text,
+        overlapping ones included, so the names it finds are the names the text holds."""
+        import ahocorasick  # a runtime dependency (FX005's claim phrases)
+
+        automaton = ahocorasick.Automaton()
+        for name in self._order:
+            if name:
+                automaton.add_word(name, name)
+        automaton.make_automaton()
+        self._automaton = automaton if len(automaton) else None
+        self._pending = [""] if "" in self._order else []  # the empty name is in every text
+
+
+def _plain_path(name: str) -> str:
+    return name.replace("\\", "/").removeprefix("./")
+
+
 @dataclass
 class _Script:
     """What one tool call's script says, pipeline by pipeline."""
@@ -646,7 +732,10 @@ class Tracker:
         self.launches: list[Launch] = []
         self.by_call: dict[str, list[Launch]] = {}
         self.by_handle: dict[str, Launch] = {}
-        self.log_names: dict[str, list[Launch]] = {}
+        self.log_names = LogNames()
+        """The log files launches write, with the launches that write each."""
+        self.alive: dict[int, Launch] = {}
+        """The launches whose state is ALIVE (``Launch.live``)."""
         self.health_calls: dict[str, list[tuple[Clock, int, bool]]] = {}
         """Health checks by call id: (clock, port, whether the script has a ``||`` fallback)."""
         self.code_polls: dict[str, list[Launch]] = {}
@@ -677,6 +766,7 @@ class Tracker:
                                       else "a new session start")
         turns = self.session.turns
         for launch in self.launches:
+            launch.live = None  # the ledger is built: states change no more
             for event in (*launch.changes, *launch.signals):
                 if not event.anchor and 0 < event.ordinal <= len(turns):
                     event.anchor = turns[event.ordinal - 1].anchor
@@ -766,7 +856,7 @@ class Tracker:
         if not script:
             return
         if not k.worth_reading(script) and not _LONE_AMP.search(script) \
-                and not any(n in script for n in self.log_names) and not call.background:
+                and not self.log_names.any_in(script) and not call.background:
             return
         pieces = split_pipelines(script)
         ctx = _Script(pieces)
@@ -834,9 +924,15 @@ class Tracker:
             launch.deadline = turn.time + pipe.timeout
         launch.logs = set(pipe.logs)
         for name in launch.logs:
-            self.log_names.setdefault(name, []).append(launch)
-        self.launches.append(launch)
+            self.log_names.add(name, launch)
+        self._add(launch)
         return launch
+
+    def _add(self, launch: Launch) -> None:
+        """A new launch, alive from now on."""
+        launch.live = self.alive
+        self.alive[launch.seq] = launch
+        self.launches.append(launch)
 
     def _port(self, text: str, env: dict[str, str], server: str | None) -> tuple[int | None, bool]:
         return port_of(text, self.k, server=server, env=env)
@@ -1008,7 +1104,7 @@ class Tracker:
             m = pat.search(out)
             if m:
                 launch.logs.add(m.group(1))
-                self.log_names.setdefault(m.group(1), []).append(launch)
+                self.log_names.add(m.group(1), launch)
         still_running = bool(launch.handles) or res.error == "tool call still running when " \
             "the session was saved"
         for pat in k.pid_patterns:
@@ -1126,8 +1222,8 @@ class Tracker:
         """Health checks, log reads and process listings after a launch."""
         k = self.k
         # log files of earlier launches
-        for name, launches in self.log_names.items():
-            if name in script and k.log_reader and k.log_reader.search(script):
+        for launches in self.log_names.named_in(script):
+            if k.log_reader and k.log_reader.search(script):
                 self.checks.append(Check(res.ordinal, res.anchor, "log"))
                 for launch in launches:
                     if launch.state is State.ALIVE and launch.result is not None:
@@ -1185,7 +1281,7 @@ class Tracker:
             reconciling=False, cwd=None, turn=turn.ordinal, anchor=call.anchor, clock=clock,
             call_id=call.call_id, time=res.time, result=res.ordinal, result_anchor=res.anchor,
             requested_port=port, delegated=True)
-        self.launches.append(launch)
+        self._add(launch)
         return launch
 
     def _file_read(self, call: ToolCall, res: ToolResultTurn, out: str, clock: Clock) -> None:
@@ -1195,14 +1291,11 @@ class Tracker:
         path = file_of(call)
         if not path or res.failed:
             return
-        wanted = path.replace("\\", "/")
-        for name, launches in self.log_names.items():
-            plain = name.replace("\\", "/").removeprefix("./")
-            if wanted == plain or wanted.endswith("/" + plain.lstrip("/")):
-                self.checks.append(Check(res.ordinal, res.anchor, "log"))
-                for launch in launches:
-                    if launch.state is State.ALIVE and launch.result is not None:
-                        self._read_log(launch, out, clock, res.ordinal)
+        for launches in self.log_names.read_as(path):
+            self.checks.append(Check(res.ordinal, res.anchor, "log"))
+            for launch in launches:
+                if launch.state is State.ALIVE and launch.result is not None:
+                    self._read_log(launch, out, clock, res.ordinal)
 
     def _health(self, port: int, res: ToolResultTurn, out: str, clock: Clock,
                 fallback: bool = False) -> None:
@@ -1256,7 +1349,7 @@ class Tracker:
 
     def _user(self, turn: UserTurn) -> None:
         k = self.k
-        if not any(l.state is State.ALIVE for l in self.launches):
+        if not self.alive:
             return
         text = turn.text.strip()[:600]  # status words come early; long pastes cost, not help
         # the "it is up" words first: without them the other two lists cannot make a signal

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from forensics.analysis import Run, analysis_of
 from forensics.model import AssistantTurn, Session, ToolCall, ToolResultTurn, Turn, UserTurn
 from forensics.analysis.phrases import compile_later
 from forensics.analysis.shell import FILE_KEYS, command_of, split_commands
@@ -110,25 +111,10 @@ def outcome(result: ToolResultTurn | None) -> Outcome | None:
 # -- runs of tool calls ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Run:
-    """One tool call and what came of it."""
-
-    turn: AssistantTurn
-    call: ToolCall
-    result: ToolResultTurn | None
-    command: str | None
-    """The shell script the call ran, if it ran one."""
-
-
 def runs(session: Session) -> list[Run]:
-    """Every tool call in order, with its result (None when it never came back)."""
-    out = []
-    for turn in session.turns:
-        if isinstance(turn, AssistantTurn):
-            for call in turn.tool_calls:
-                out.append(Run(turn, call, session.result_for(call), command_of(call)))
-    return out
+    """Every tool call in order, with its result (None when it never came back): the session's
+    shared list (``Analysis.runs``, made once for every rule that reads it; do not change it)."""
+    return analysis_of(session).runs
 
 
 @lru_cache(maxsize=4096)
@@ -178,12 +164,13 @@ def check_kinds(command: str, patterns: Mapping[str, Sequence[re.Pattern[str]]],
     from forensics.analysis.ledger import server_of
 
     kinds: set[str] = set()
+    matchers = [(kind, _any_of(tuple(pats))) for kind, pats in patterns.items()]  # once a call
     for simple in split_commands(command):
         bare = " ".join(parse(simple).tokens) or simple  # env prefixes, wrappers, redirects
         forms = {simple: None, bare: None, _RUNNER.sub("", bare, count=1): None}  # distinct
         one_line = "\n" not in simple and "\n" not in bare  # the third form is bare's tail
-        for kind, pats in patterns.items():
-            if kind not in kinds and _any_of(tuple(pats)).finds(forms, one_line):
+        for kind, matcher in matchers:
+            if kind not in kinds and matcher.finds(forms, one_line):
                 kinds.add(kind)
     if server_kind and server_kind not in kinds and server_of(command, launch_knowledge()):
         kinds.add(server_kind)
@@ -250,6 +237,7 @@ _RUNNER = re.compile(r"^(?:npx|bunx|pnpx|pnpm\s+(?:exec|dlx)|yarn\s+(?:exec|dlx)
 
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", re.M)
 _REDIRECT_TARGET = re.compile(r"(?<![<>&\d=-])>>?\s*([^\s;&|>()'\"]+)")
+_SED_I = re.compile(r"^sed\s+-i")
 _SED_INPLACE = re.compile(r"\bsed\s+-i\S*\s+.*?(\S+)\s*$")
 
 
@@ -270,9 +258,11 @@ def edited_files(call: ToolCall, edit_tools: frozenset[str]) -> list[str] | None
         return [m.strip() for m in _PATCH_FILE.findall(command)]
     files: list[str] = []
     for simple in split_commands(command):
-        if re.match(r"^sed\s+-i", simple):
+        if simple.startswith("sed") and _SED_I.match(simple):
             m = _SED_INPLACE.search(simple)
             files.append(m.group(1) if m else "")
+        if ">" not in simple:
+            continue  # every redirection target follows a ">"
         for m in _REDIRECT_TARGET.finditer(simple):
             target = m.group(1).strip("'\"")
             if not target.startswith(("/dev/", "/tmp/", "&")) and not target.endswith(

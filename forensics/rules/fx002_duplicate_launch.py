@@ -16,6 +16,7 @@ its output shows a conflict.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator
 
 from forensics.analysis import Knowledge, analysis_of
@@ -33,14 +34,43 @@ def duplicate_launch(session: Session, params: Knowledge) -> Iterator[Finding]:
     if len(launches) < 2:
         return
     best: dict[int, Finding] = {}
+    candidates = _Candidates(launches)
     for i, later in enumerate(launches):
-        finding = _judge(later, launches[:i], ledger)
+        finding = _judge(later, candidates.before(i), ledger)
         if finding is None:
             continue
         kept = best.get(finding.turn)
         if kept is None or _rank(finding) < _rank(kept):
             best[finding.turn] = finding
     yield from (best[t] for t in sorted(best))
+
+
+class _Candidates:
+    """For each launch, the earlier ones that can be ``equivalent`` to it, in launch order: those
+    sharing one of its ports or its normalised command (``equivalent`` holds of no other). Every
+    launch looked back over every earlier one, which grew with the square of the launches."""
+
+    def __init__(self, launches: list[Launch]) -> None:
+        self.launches = launches
+        self.by_port: dict[int, list[int]] = {}
+        self.by_command: dict[str, list[int]] = {}
+        for i, e in enumerate(launches):
+            for port in {e.port, e.requested_port} - {None}:
+                self.by_port.setdefault(port, []).append(i)
+            self.by_command.setdefault(e.normalized, []).append(i)
+
+    def before(self, i: int) -> list[Launch]:
+        later = self.launches[i]
+        found = set(_below(self.by_command.get(later.normalized, []), i))
+        for port in (later.port, later.requested_port, later.conflict_port):
+            if port is not None:
+                found.update(_below(self.by_port.get(port, []), i))
+        return [self.launches[j] for j in sorted(found)]
+
+
+def _below(positions: list[int], i: int) -> list[int]:
+    """The positions (ascending) before ``i``."""
+    return positions[:bisect_left(positions, i)]
 
 
 _RANK = {"high": 0, "medium": 1, "low": 2}
@@ -70,7 +100,7 @@ def _judge(later: Launch, earlier: list[Launch], ledger: Ledger) -> Finding | No
         first = alive[-1]
         if first.reconciling and not later.conflict:
             return None
-        return _finding(later, first, ledger, resumed=False)
+        return _finding(later, first, earlier, ledger, resumed=False)
     if unknown and later.conflict:
         first = unknown[-1]
         # a more recent equivalent launch that was ended explains the taken port (dying process)
@@ -79,11 +109,12 @@ def _judge(later: Launch, earlier: list[Launch], ledger: Ledger) -> Finding | No
                 state, change = e.state_before(later.clock)
                 if state is State.ENDED and change is not None and change.kind.startswith("kill"):
                     return None
-        return _finding(later, first, ledger, resumed=True)
+        return _finding(later, first, earlier, ledger, resumed=True)
     return None
 
 
-def _finding(later: Launch, first: Launch, ledger: Ledger, *, resumed: bool) -> Finding:
+def _finding(later: Launch, first: Launch, earlier: list[Launch], ledger: Ledger, *,
+             resumed: bool) -> Finding:
     """The finding on ``later``'s turn: message, severity and why, evidence ordinals."""
     signals = [s for s in first.signals if first.clock < s.clock < later.clock]
     evidence = {first.turn}
@@ -112,7 +143,7 @@ def _finding(later: Launch, first: Launch, ledger: Ledger, *, resumed: bool) -> 
     ready = next((s for s in reversed(signals) if s.kind == "output"), None)
     told = next((s for s in reversed(signals) if s.kind == "subagent"), None)
 
-    facts = _facts(later, first, ledger, signals)
+    facts = _facts(later, first, earlier, ledger, signals)
     if resumed:
         severity = "medium"
         reason = ("the session had resumed, so the earlier launch's state was unknown, but the "
@@ -179,11 +210,13 @@ _SIGNAL_ROLES = {"health": "health check that answered", "output": "its output s
                  "subagent": "subagent said it was running"}
 
 
-def _facts(later: Launch, first: Launch, ledger: Ledger, signals: list[Signal]) -> list[Evidence]:
-    """The typed evidence: every equivalent earlier launch, what happened between, the relaunch."""
+def _facts(later: Launch, first: Launch, earlier: list[Launch], ledger: Ledger,
+           signals: list[Signal]) -> list[Evidence]:
+    """The typed evidence: every equivalent earlier launch, what happened between, the relaunch.
+    ``earlier``: the launches before ``later`` that can be equivalent to it (``first`` too)."""
     facts: list[Evidence] = []
-    for e in ledger.launches:
-        if e.seq < later.seq and (e is first or e.equivalent(later)):
+    for e in earlier:
+        if e is first or e.equivalent(later):
             state, change = e.state_before(later.clock)
             fate = ("no kill or exit recorded before the relaunch" if state is State.ALIVE else
                     f"state unknown ({change.reason})" if state is State.UNKNOWN and change else

@@ -14,7 +14,7 @@ import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
-from functools import lru_cache
+from functools import cache
 from itertools import pairwise
 from typing import Any, ClassVar, Literal
 
@@ -84,11 +84,11 @@ def user_resend(session: Session, params: UserResendParams) -> Iterator[Finding]
         if j == 0:
             continue
         pairs.pop(j - lookback - 1, None)  # out of reach from now on
-        bare = _without_polite(bares[j], polite)
         previous = users[j - 1]
-        status, witness = reply_status(session, previous, user)
-        if user.command is None and (bare in retries or bare in continues):
+        bare = _without_polite(bares[j], polite) if user.command is None else None
+        if bare is not None and (bare in retries or bare in continues):
             wanted = BAD | {"aborted"} if bare in retries else BAD
+            status, witness = reply_status(session, previous, user)
             if status in wanted:
                 yield _finding(session, user, previous, status, witness, retry=True)
             continue
@@ -122,9 +122,8 @@ def user_resend(session: Session, params: UserResendParams) -> Iterator[Finding]
 def _bare(text: str) -> str:
     """What the user typed, folded: full-width IME forms, case and diacritics (users type
     ``reessaie`` for ``réessaie``, ``ещё`` as ``еще``), spacing, trailing punctuation."""
-    text = unicodedata.normalize("NFKC", text)
-    if not text.isascii():
-        text = _without_accents(text)
+    if not text.isascii():  # ASCII is its own NFKC form, with no accent to fold
+        text = _without_accents(unicodedata.normalize("NFKC", text))
     # The joined words hold no white space but single spaces, so the trailing run that _PUNCT
     # takes off is the trailing run of these characters: rstrip removes the same, faster.
     return " ".join(text.casefold().split()).rstrip(_PUNCT_CHARS)
@@ -137,8 +136,19 @@ _LATIN_OR_CYRILLIC_MARK = re.compile("[%s]" % _LATIN_OR_CYRILLIC_MARKS)
 grapheme joiner there is not one); Korean, Japanese and Indic marks stay."""
 _PUNCT_CHARS = " .!?。！？，,…~"
 """``_PUNCT``'s characters once white space is single spaces."""
-_ACCENTED: dict[str, bool] = {}
-"""Per character met so far: does its canonical decomposition hold an accent to fold."""
+ACCENTED_BELOW = 0x3000
+"""Every character whose canonical decomposition holds one of those marks lies below this
+code point (the last is U+2ADC; ``tests/test_fast_paths.py`` checks every code point)."""
+
+
+@cache
+def _accented() -> re.Pattern[str]:
+    """Any character whose canonical decomposition holds an accent to fold (built on the first
+    text that is not ASCII: about 12k decompositions, a few ms)."""
+    chars = (chr(c) for c in range(0x80, ACCENTED_BELOW))
+    return re.compile("[%s]" % "".join(
+        re.escape(c) for c in chars
+        if any(m in _LATIN_OR_CYRILLIC_MARKS for m in unicodedata.normalize("NFD", c))))
 
 
 def _without_accents(text: str) -> str:
@@ -148,20 +158,12 @@ def _without_accents(text: str) -> str:
     one of the marks: the other words come back unchanged from the three passes (NFKC text is
     NFC text). A space splits the passes exactly: it decomposes to itself, is a starter (no
     mark reorders across it) and composes with nothing on either side."""
-    accented = []
-    for char in set(text):
-        known = _ACCENTED.get(char)
-        if known is None:
-            known = _ACCENTED[char] = any(
-                m in _LATIN_OR_CYRILLIC_MARKS for m in unicodedata.normalize("NFD", char))
-        if known:
-            accented.append(char)
-    if not accented:
+    find = _accented()
+    hit = find.search(text)
+    if hit is None:
         return text
-    find = _finder(frozenset(accented))
     out: list[str] = []
     done = 0  # text[:done] is copied; done is 0 or the position of a space
-    hit = find.search(text)
     while hit is not None:
         start = text.rfind(" ", done, hit.start()) + 1
         end = text.find(" ", hit.end())
@@ -175,14 +177,12 @@ def _without_accents(text: str) -> str:
     return "".join(out)
 
 
-@lru_cache(maxsize=256)
-def _finder(chars: frozenset[str]) -> re.Pattern[str]:
-    return re.compile("[%s]" % "".join(re.escape(c) for c in sorted(chars)))
-
-
 def _without_polite(bare: str, polite: Sequence[str]) -> str:
     """A short request without its courtesy (``please retry``, ``続けてください``,
     ``다시 해 주세요``): what remains is the request itself."""
+    ends = tuple(polite)
+    if not (bare.startswith(ends) or bare.endswith(ends)):
+        return bare  # every strip below needs a courtesy word at one end: most messages
     for _ in range(2):
         for word in polite:
             if bare.endswith(word) and len(bare) > len(word):
@@ -225,8 +225,8 @@ def _find_repeat(keys, j, similarity, lookback, pairs, cut_short) -> int | None:
         # the lengths first, here: most pairs of messages differ in length, and a call each
         # to learn it cost more than the rest of the loop
         other_size = len(other)
-        longer, shorter = max(size, other_size), min(size, other_size)
-        if (size >= 12 and other and abs(size - other_size) <= slack * longer + 1
+        longer, shorter = (size, other_size) if size >= other_size else (other_size, size)
+        if (size >= 12 and other and longer - shorter <= slack * longer + 1
                 and _near(keys, i, j, similarity, pairs)):
             return i
         if (shorter >= min_chars and shorter * 2 >= longer  # _near_prefix's own length test

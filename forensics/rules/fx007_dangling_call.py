@@ -39,26 +39,24 @@ class DanglingCallParams:
 @rule("FX007")
 def dangling_call(session: Session, params: DanglingCallParams) -> Iterator[Finding]:
     no_result_expected = params.resultless_tools
-    if _keeps_no_results(session):
+    analysis = analysis_of(session)
+    if _keeps_no_results(session, len(analysis.runs)):
         return
-    for turn in session.turns:
-        if not isinstance(turn, AssistantTurn) or turn.aborted:
+    for run in analysis.runs:  # every call in order, with its result (shared with FX005/FX006)
+        turn, call, result = run.turn, run.call, run.result
+        if turn.aborted or call.name.lower() in no_result_expected:
             continue
-        for call in turn.tool_calls:
-            if call.name.lower() in no_result_expected:
-                continue
-            result = session.result_for(call)
-            if result is not None and not _never_finished(result):
-                continue  # answered: most calls end here, before their script is split
-            if _launched_in_background(call):
-                continue
-            after = result.ordinal if result is not None else turn.ordinal
-            later = analysis_of(session).rest_of_exchange(after)
-            if user_stopped(later) or (result is not None and result.aborted):
-                continue
-            if result is None and not _session_went_on(session, after):
-                continue  # the transcript ends here: a live session, not a lost result
-            yield _finding(session, turn, call, result)
+        if result is not None and not _never_finished(result):
+            continue  # answered: most calls end here, before their script is split
+        if _launched_in_background(call):
+            continue
+        after = result.ordinal if result is not None else turn.ordinal
+        later = analysis.rest_of_exchange(after)
+        if user_stopped(later) or (result is not None and result.aborted):
+            continue
+        if result is None and not _session_went_on(session, after):
+            continue  # the transcript ends here: a live session, not a lost result
+        yield _finding(session, turn, call, result)
 
 
 NO_RESULTS_FORMAT_CALLS = 3
@@ -67,8 +65,8 @@ its API history), so no call can be said to have lost its own. One or two unansw
 a short session are still judged."""
 
 
-def _keeps_no_results(session: Session) -> bool:
-    calls = sum(len(t.tool_calls) for t in session.turns if isinstance(t, AssistantTurn))
+def _keeps_no_results(session: Session, calls: int) -> bool:
+    """``calls``: how many tool calls the session made."""
     return calls >= NO_RESULTS_FORMAT_CALLS and not any(
         isinstance(t, ToolResultTurn) for t in session.turns)
 

@@ -1,0 +1,145 @@
+"""The ledger's indexes give the answers of the passes they replace: which log names a script
+holds (Aho-Corasick) and which one a file read opens (by last path part), and the table of
+live launches (kept by ``Launch.end``) against every launch's state, turn by turn."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from conftest import REPO
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from forensics.analysis.ledger import Knowledge, Launch, LogNames, State, Tracker
+from forensics.ingest import iter_sessions
+from forensics.model import Session
+from forensics.rules import registry
+
+KNOW = Knowledge.build(**registry()["FX002"].params)
+
+NAME = st.text(alphabet="ab/.\\l", max_size=6)
+TEXT = st.text(alphabet="ab/.\\lx ", max_size=30)
+STEP = st.one_of(st.tuples(st.just("add"), NAME), st.tuples(st.just("ask"), TEXT))
+
+
+def _launch(seq: int) -> Launch:
+    return Launch(seq=seq, command="c", normalized="c", server=None, port=None,
+                  port_explicit=False, background=True, detached=False, weak=False,
+                  reconciling=False, cwd=None, turn=1, anchor="a", clock=(1, 0, 1), call_id="x")
+
+
+class _Tiny(LogNames):
+    PENDING = 1  # the automaton is rebuilt after almost every name
+
+
+@pytest.mark.parametrize("kind", [LogNames, _Tiny])
+@settings(max_examples=300, deadline=None)
+@given(steps=st.lists(STEP, max_size=60))
+def test_log_names_answer_as_the_pass_over_every_name(kind, steps) -> None:
+    index, plain = kind(), {}
+    for seq, (what, text) in enumerate(steps):
+        if what == "add":
+            launch = _launch(seq)
+            index.add(text, launch)
+            plain.setdefault(text, []).append(launch)
+            continue
+        assert index.named_in(text) == [ls for n, ls in plain.items() if n in text]
+        assert index.any_in(text) == any(n in text for n in plain)
+        wanted = text.replace("\\", "/")
+        assert index.read_as(text) == [
+            ls for n, ls in plain.items()
+            if wanted == (p := n.replace("\\", "/").removeprefix("./"))
+            or wanted.endswith("/" + p.lstrip("/"))]
+    assert bool(index) == bool(plain)
+
+
+class _Checked(Tracker):
+    """A tracker that checks, before every turn, its live table against every launch."""
+
+    def _gap(self, turn) -> None:
+        assert self.alive == {l.seq: l for l in self.launches if l.state is State.ALIVE}
+        for launch in self.launches:
+            assert launch.live is self.alive
+        super()._gap(turn)
+
+
+def _check_session(session: Session) -> None:
+    tracker = _Checked(session, KNOW)
+    ledger = tracker.ledger()
+    assert tracker.alive == {l.seq: l for l in ledger.launches if l.state is State.ALIVE}
+    assert all(l.live is None for l in ledger.launches)  # the tracker is let go after
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    sys.path.insert(0, str(REPO / "bench"))
+    from generate import FORMATS, generate
+
+    out = tmp_path_factory.mktemp("bench-live")
+    generate(list(FORMATS), 2, 1500, out, seed=11)
+    return sorted(p for p in out.rglob("*") if p.suffix in (".json", ".jsonl")
+                  and p.name not in ("planted.json", "params.json"))
+
+
+def test_live_table_matches_every_launch_state_in_generated_sessions(generated) -> None:
+    assert generated
+    for path in generated:
+        for session in iter_sessions(str(path)):
+            _check_session(session)
+
+
+def test_live_table_through_kills_revivals_and_resumes() -> None:
+    from test_ledger import _Script
+
+    s = _Script()
+    s.bash("nohup python -m sglang.launch_server --port 30000 > s.log 2>&1 &", "PID: 100")
+    s.bash("npm run dev &", "ready on http://localhost:3000")
+    s.user("ok it's running now")
+    s.bash("kill 100")
+    s.bash("curl -s localhost:30000/health", "ok")  # answers: the kill missed, revived
+    s.event("compaction")
+    s.bash("pkill -f vite")
+    s.bash("tail s.log", "Traceback\nOSError: [Errno 98] Address already in use")
+    s.bash("nohup python -m sglang.launch_server --port 30000 > s.log 2>&1 &", "PID: 200")
+    s.user("the server is up")
+    _check_session(Session(id="s", agent="opencode", format="case", source="t",
+                           turns=s.turns))
+
+
+# -- FX002's look-back over earlier launches -----------------------------------------------------
+
+def _check_candidates(launches: list[Launch]) -> None:
+    from forensics.rules.fx002_duplicate_launch import _Candidates
+
+    candidates = _Candidates(launches)
+    for i, later in enumerate(launches):
+        found = candidates.before(i)
+        assert all(e.seq < later.seq for e in found)
+        assert [e.seq for e in found] == sorted({e.seq for e in found})
+        assert [e for e in found if e.equivalent(later)] == [
+            e for e in launches[:i] if e.equivalent(later)]
+
+
+def test_candidates_hold_every_equivalent_launch_in_generated_sessions(generated) -> None:
+    for path in generated:
+        for session in iter_sessions(str(path)):
+            _check_candidates(Tracker(session, KNOW).ledger().launches)
+
+
+def _made(seq: int, normalized: str, port, requested, conflict, cwd) -> Launch:
+    launch = _launch(seq)
+    launch.normalized, launch.port, launch.requested_port = normalized, port, requested
+    launch.conflict_port, launch.cwd = conflict, cwd
+    return launch
+
+
+PORT = st.sampled_from([None, None, 3000, 3001, 8000])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["", "npm run dev", "uvicorn app:app"]), PORT, PORT,
+                          PORT, st.sampled_from([None, "/a/web", "/b/web", "/a/api"])),
+                max_size=12))
+def test_candidates_hold_every_equivalent_launch(specs) -> None:
+    _check_candidates([_made(i, *spec) for i, spec in enumerate(specs)])
