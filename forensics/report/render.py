@@ -16,7 +16,7 @@ from html import escape
 from typing import Any
 
 from forensics.redact import patterns as _patterns, redact as _redact
-from forensics.report._memo import TextMemo
+from forensics.report._memo import PartMemo, TextMemo
 from forensics.report._prose import Piece, Sentence, plain as _plain, shorten as _shorten
 from forensics.resources import templates_dir
 
@@ -215,6 +215,16 @@ def _build(fmt: str):
     def paragraph_f(ctx, sentences, rows: Any = None, prefix: str = ""):
         return paragraphs(tuple(sentences), None if rows is None else frozenset(rows), prefix,
                           bool(ctx.get("redact", True)))
+
+    parts = PartMemo(stamp=_patterns)
+
+    @jinja2.pass_context
+    def once(ctx, cs: Any, part: str, prefix: str = "", *, caller):
+        """``{% call once(cs, "stakes", px) %}…{% endcall %}``: a section of a case study
+        rendered once for both pages that show it (the session's and the case's own)."""
+        return parts(cs, (part, prefix, bool(ctx.get("redact", True))), caller)
+
+    env.globals["once"] = once
 
     def shortid_html(anchor: Any):
         text = str(anchor)
