@@ -1107,22 +1107,26 @@ def _write_unchanged(collected: Collected, out: Path, *, key: str,
     tables would be written again as they are, so they are left alone, and the index is
     rendered from the figures kept with them. None (nothing written) when anything differs;
     ``write_outputs`` then writes everything."""
-    from forensics.index import cached_view, write_index
+    from forensics.index import TABLE_TWINS, cached_view, write_index
 
     outcomes = collected.outcomes
     if collected.lost or before is None or len(outcomes) != len(known) \
             or any(o.status not in ("skipped", "ignored") or o.label not in known
                    for o in outcomes):
         return None
-    view = cached_view(out)
+    try:  # read once: for the digest the kept figures were made from, and for the rows
+        contents = {name: (out / name).read_bytes() for name in TABLE_TWINS}
+    except OSError:
+        return None
+    view = cached_view(out, contents)
     if view is None:
         return None
     rows = {}
     for kind in ("incidents", "sessions", "errors"):
         try:
             rows[kind] = [orjson.loads(line) for line in
-                          (out / f"{kind}.ndjson").read_bytes().splitlines() if line.strip()]
-        except (OSError, orjson.JSONDecodeError):
+                          contents[f"{kind}.ndjson"].splitlines() if line.strip()]
+        except orjson.JSONDecodeError:
             return None
     skipped = {o.label for o in outcomes if o.status == "skipped"}
     kept = [r for r in rows["errors"] if r.get("kind") != "archive"]

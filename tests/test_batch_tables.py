@@ -82,3 +82,22 @@ def test_a_rerun_after_a_change_writes_the_tables_of_a_clean_run(folder: Path,
     clean = tmp_path / "clean"
     run_batch([src], clean, workers=1, progress=False)
     assert _files(out, TABLE_FILES) == _files(clean, TABLE_FILES)
+
+
+def test_a_rerun_of_unchanged_sources_renders_the_index_a_full_write_renders(
+        folder: Path, tmp_path: Path) -> None:
+    """The quick path (tables left alone, the index from the figures kept beside them) and the
+    full write give the same pages, and the quick path leaves the tables' bytes as they were."""
+    from forensics.index import VIEW_FILE
+
+    quick, full = tmp_path / "quick", tmp_path / "full"
+    run_batch([folder], quick, workers=1, progress=False)
+    shutil.copytree(quick, full)
+    tables = _files(quick, TABLE_FILES)
+    (full / VIEW_FILE).unlink()  # no kept figures: the rerun writes every table again
+    run_batch([folder], quick, workers=1, progress=False)
+    run_batch([folder], full, workers=1, progress=False)
+    assert _files(quick, TABLE_FILES) == tables
+    pages = ("index.md", "index.html")
+    assert _files(quick, pages) == _files(full, pages)
+    assert "unchanged sources kept" in (quick / "index.md").read_text(encoding="utf-8")
