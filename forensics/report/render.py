@@ -202,19 +202,15 @@ def _build(fmt: str):
             text = text[: limit + 400] + "\n" + text[-(limit // 3 + 400):]
         return clip(_maybe_redact(ctx, text), limit)
 
-    def worded(sentences: tuple, rows: frozenset[int] | None, prefix: str, redacting: bool):
+    @jinja2.pass_context
+    def paragraph_f(ctx, sentences, rows: Any = None, prefix: str = ""):
+        """Sentences worded as one paragraph (``narrative.join``). Not remembered: a case's
+        sections are rendered once for both its pages (``once``), so a paragraph is rarely
+        worded twice (none of archive-60's 4,264 was)."""
         from forensics.report.narrative import join
 
         fn = sentence_html if fmt == "html" else sentence_md
-        return fn({"redact": redacting}, join(list(sentences)), rows, prefix)
-
-    paragraphs = TextMemo(worded, limit=20_000)
-    """A paragraph is worded alike on the session page and on the case's own page."""
-
-    @jinja2.pass_context
-    def paragraph_f(ctx, sentences, rows: Any = None, prefix: str = ""):
-        return paragraphs(tuple(sentences), None if rows is None else frozenset(rows), prefix,
-                          bool(ctx.get("redact", True)))
+        return fn(ctx, join(list(sentences)), rows, prefix)
 
     parts = PartMemo(stamp=_patterns)
 
