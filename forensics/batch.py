@@ -34,7 +34,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -60,6 +60,9 @@ from forensics.frame import (
 )
 from forensics.index import VIEW_FILE
 from forensics.inputs import SessionFilter
+
+if TYPE_CHECKING:
+    import polars as pl
 
 STATE_FILE = "state.json"
 CHECKPOINT_EVERY = 500
@@ -91,6 +94,13 @@ class UnitOutcome:
     sessions: list[dict[str, Any]] = field(default_factory=list)
     incidents: list[dict[str, Any]] = field(default_factory=list)
     errors: list[dict[str, Any]] = field(default_factory=list)
+    framed: int | None = None
+    """Set when a checkpoint moved this outcome's rows into the batch's frames
+    (``Collected.frames``): the number of sessions it had; its row lists are then empty."""
+
+    @property
+    def session_count(self) -> int:
+        return len(self.sessions) if self.framed is None else self.framed
 
 
 def _error_row(origin: str, path: str, reason: str, *, kind: str,
@@ -406,9 +416,52 @@ class Collected:
     elapsed: float = 0.0
     lost: str | None = None
     """Why the executor stopped before every unit was done (its scheduler went away)."""
+    framed: dict[str, list[pl.DataFrame]] = field(default_factory=dict)
+    """Per table, frames of the rows that checkpoints took out of the outcomes (``frames``)."""
 
     def rows(self, kind: str) -> list[dict[str, Any]]:
+        """The rows of ``kind`` still held by the outcomes (all of them unless ``frames`` ran)."""
         return [row for o in self.outcomes for row in getattr(o, kind)]
+
+    def frames(self) -> dict[str, pl.DataFrame]:
+        """Every row gathered so far, one frame per table, in the order of the units' labels
+        (each unit's rows in its own order). The rows still in outcomes become frames here and
+        leave them, so a checkpoint turns each row into columns once (not every row so far
+        again) and the main process holds columns instead of dicts."""
+        import polars as pl
+
+        from forensics.frame import frame
+
+        for kind, columns in TABLE_COLUMNS.items():
+            rows, units = [], []
+            for o in self.outcomes:
+                if o.framed is None:
+                    got = getattr(o, kind)
+                    rows.extend(got)
+                    units.extend([o.label] * len(got))
+            if rows:
+                self.framed.setdefault(kind, []).append(
+                    frame(rows, columns).with_columns(pl.Series(_UNIT, units, dtype=pl.String)))
+        for o in self.outcomes:
+            if o.framed is None:
+                o.framed = len(o.sessions)
+                o.sessions, o.incidents, o.errors = [], [], []
+        out = {}
+        for kind, columns in TABLE_COLUMNS.items():
+            parts = self.framed.get(kind) or [frame([], columns).with_columns(
+                pl.Series(_UNIT, [], dtype=pl.String))]
+            whole = pl.concat(parts, rechunk=True) if len(parts) > 1 else parts[0]
+            self.framed[kind] = [whole]
+            # Completion order depends on the workers; the tables must not (stable: a unit's
+            # rows keep their order).
+            out[kind] = whole.sort(_UNIT, maintain_order=True).drop(_UNIT)
+        return out
+
+
+_UNIT = "__unit__"
+"""A column the gathered frames carry until they are written: the label of each row's unit."""
+TABLE_COLUMNS = {"incidents": INCIDENT_COLUMNS, "sessions": SESSION_COLUMNS,
+                 "errors": ERROR_COLUMNS}
 
 
 Item = tuple[Unit, "str | None"]
@@ -505,7 +558,7 @@ def collect(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = No
             outcome.status = "ignored"
         out.outcomes.append(outcome)
         counts["done"] += 1
-        counts["sessions"] += len(outcome.sessions)
+        counts["sessions"] += outcome.session_count
         counts["incidents"] += len(outcome.incidents)
         bar.update(counts["done"], total, counts["sessions"], counts["incidents"])
         if checkpoint is not None and counts["done"] % max(1, checkpoint_every) == 0:
@@ -777,21 +830,26 @@ def _load_state(out: Path, key: str) -> dict[str, dict[str, str]]:
     return state.get("sources", {})
 
 
-def _previous_rows(out: Path, origins: set[str]) -> dict[str, list[dict[str, Any]]]:
-    """Rows of the last run for the units skipped now, read back from OUT."""
+def _previous_rows(out: Path, origins: set[str]) -> dict[str, pl.DataFrame]:
+    """Rows of the last run for the units skipped now, read back from OUT as frames of the
+    tables' schema (the parquet files keep every value to the µs)."""
     import polars as pl
 
-    rows: dict[str, list[dict[str, Any]]] = {"incidents": [], "sessions": [], "errors": []}
+    from forensics.frame import frame
+
     if not origins:
-        return rows
+        return {kind: frame([], columns) for kind, columns in TABLE_COLUMNS.items()}
+    rows: dict[str, pl.DataFrame] = {}
     for kind in ("incidents", "sessions"):
         df = pl.read_parquet(out / f"{kind}.parquet")
-        df = df.filter(pl.col("origin").is_in(list(origins)))
-        rows[kind] = df.to_dicts()  # datetimes stay datetimes: frame() keeps them to the µs
+        rows[kind] = df.filter(pl.col("origin").is_in(list(origins))).select(
+            list(TABLE_COLUMNS[kind]))
+    errors = []
     for line in (out / "errors.ndjson").read_bytes().splitlines():
         row = orjson.loads(line)
         if row.get("origin") in origins and row.get("kind") != "archive":
-            rows["errors"].append(row)
+            errors.append(row)
+    rows["errors"] = frame(errors, ERROR_COLUMNS)
     return rows
 
 
@@ -800,13 +858,13 @@ class _Previous:
 
     def __init__(self, out: Path, origins: set[str]) -> None:
         self.out, self.origins = out, origins
-        self._rows: dict[str, list[dict[str, Any]]] | None = None
+        self._rows: dict[str, pl.DataFrame] | None = None
 
     @property
     def loaded(self) -> bool:
         return self._rows is not None
 
-    def rows(self) -> dict[str, list[dict[str, Any]]]:
+    def rows(self) -> dict[str, pl.DataFrame]:
         if self._rows is None:
             self._rows = _previous_rows(self.out, self.origins)
         return self._rows
@@ -965,39 +1023,45 @@ def _replace(path: Path, write: Callable[[Path], None]) -> None:
     os.replace(tmp, path)
 
 
+TABLE_ORDER = {"incidents": ["origin", "session_id", "turn", "code"],
+               "sessions": ["origin", "session_id"]}
+"""How each table is sorted (errors keep the units' order, then the archives' problems)."""
+
+
 def _write_tables(collected: Collected, out: Path, *, key: str,
-                  previous: dict[str, list[dict[str, Any]]] | None = None):
+                  previous: dict[str, pl.DataFrame] | None = None
+                  ) -> tuple[dict[str, pl.DataFrame], set[str]]:
     """The tables and the state for the units done so far (the end of a batch or a
     checkpoint). The state is written last and lists only units whose rows are in the tables,
-    so a batch killed at any point leaves a consistent OUT that a rerun continues from."""
+    so a batch killed at any point leaves a consistent OUT that a rerun continues from.
+
+    Each row becomes columns once (``Collected.frames``); a checkpoint then costs a concat,
+    a sort and a write of the frames so far, not the rows' Python conversion again."""
+    import polars as pl
+
     from forensics.frame import frame
 
     skipped = {o.label for o in collected.outcomes if o.status == "skipped"}
     if previous is None:
         previous = _previous_rows(out, skipped)
-    carried = {kind: [r for r in rows if r.get("origin") in skipped]
-               for kind, rows in previous.items()}
-    incidents = carried["incidents"] + collected.rows("incidents")
-    sessions = carried["sessions"] + collected.rows("sessions")
-    errors = carried["errors"] + collected.rows("errors")
-    errors += [_error_row(p.label, p.label, p.reason, kind="archive")
-               for p in collected.problems]
-    incidents.sort(key=lambda r: (r["origin"], r["session_id"], r["turn"], r["code"]))
-    sessions.sort(key=lambda r: (r["origin"], r["session_id"]))
-
+    gathered = collected.frames()
+    problems = frame([_error_row(p.label, p.label, p.reason, kind="archive")
+                      for p in collected.problems], ERROR_COLUMNS)
     meta = {"forensics.schema_version": SCHEMA_VERSION}
     tables = {}
-    for name, rows, columns in (("incidents", incidents, INCIDENT_COLUMNS),
-                                ("sessions", sessions, SESSION_COLUMNS),
-                                ("errors", errors, ERROR_COLUMNS)):
-        df = frame(rows, columns)
+    for name in TABLE_COLUMNS:
+        carried = previous[name].filter(pl.col("origin").is_in(list(skipped)))
+        df = pl.concat([carried, gathered[name], *([problems] if name == "errors" else [])],
+                       rechunk=True)
+        if name in TABLE_ORDER:  # stable: rows equal in the key keep their order
+            df = df.sort(TABLE_ORDER[name], maintain_order=True).rechunk()
         tables[name] = df
         if name != "errors":
             _replace(out / f"{name}.parquet", lambda p: df.write_parquet(p, metadata=meta))
         _replace(out / f"{name}.ndjson", df.write_ndjson)
 
     _write_state(collected, out, key=key)
-    return tables, incidents, sessions, errors, skipped
+    return tables, skipped
 
 
 def _write_state(collected: Collected, out: Path, *, key: str) -> None:
@@ -1014,7 +1078,7 @@ def _write_state(collected: Collected, out: Path, *, key: str) -> None:
 
 
 def write_outputs(collected: Collected, out: Path, *, key: str, rescanned_all: bool,
-                  previous: dict[str, list[dict[str, Any]]] | None = None,
+                  previous: dict[str, pl.DataFrame] | None = None,
                   before: dict[str, tuple[str, str]] | None = None,
                   partitioned: bool = False) -> BatchSummary:
     """Write the tables, the state and the index page for ``collected`` into ``out``
@@ -1024,14 +1088,14 @@ def write_outputs(collected: Collected, out: Path, *, key: str, rescanned_all: b
     ``before``: the fingerprints the last run found (None on a first run)."""
     from forensics.index import save_view, write_index
 
-    tables, incidents, sessions, errors, skipped = _write_tables(collected, out, key=key,
-                                                                 previous=previous)
+    tables, skipped = _write_tables(collected, out, key=key, previous=previous)
     if partitioned:
         from forensics.dataset import write_partitioned
 
         write_partitioned(tables, out)
-    summary = _summary(collected, out, incidents, sessions, errors, skipped,
-                       rescanned_all=rescanned_all, before=before)
+    summary = _summary(collected, out, *(tables[name].select(SUMMARY_COLUMNS[name]).to_dicts()
+                                         for name in ("incidents", "sessions", "errors")),
+                       skipped, rescanned_all=rescanned_all, before=before)
     save_view(write_index(tables, summary, out), out)
     return summary
 
@@ -1043,22 +1107,26 @@ def _write_unchanged(collected: Collected, out: Path, *, key: str,
     tables would be written again as they are, so they are left alone, and the index is
     rendered from the figures kept with them. None (nothing written) when anything differs;
     ``write_outputs`` then writes everything."""
-    from forensics.index import cached_view, write_index
+    from forensics.index import TABLE_TWINS, cached_view, write_index
 
     outcomes = collected.outcomes
     if collected.lost or before is None or len(outcomes) != len(known) \
             or any(o.status not in ("skipped", "ignored") or o.label not in known
                    for o in outcomes):
         return None
-    view = cached_view(out)
+    try:  # read once: for the digest the kept figures were made from, and for the rows
+        contents = {name: (out / name).read_bytes() for name in TABLE_TWINS}
+    except OSError:
+        return None
+    view = cached_view(out, contents)
     if view is None:
         return None
     rows = {}
     for kind in ("incidents", "sessions", "errors"):
         try:
             rows[kind] = [orjson.loads(line) for line in
-                          (out / f"{kind}.ndjson").read_bytes().splitlines() if line.strip()]
-        except (OSError, orjson.JSONDecodeError):
+                          contents[f"{kind}.ndjson"].splitlines() if line.strip()]
+        except orjson.JSONDecodeError:
             return None
     skipped = {o.label for o in outcomes if o.status == "skipped"}
     kept = [r for r in rows["errors"] if r.get("kind") != "archive"]
@@ -1072,6 +1140,11 @@ def _write_unchanged(collected: Collected, out: Path, *, key: str,
                        skipped, rescanned_all=False, before=before)
     write_index(None, summary, out, view=view)
     return summary
+
+
+SUMMARY_COLUMNS = {"incidents": ["code", "rule", "severity", "fingerprint"],
+                   "sessions": ["read_issues"], "errors": ["origin", "path", "kind", "reason"]}
+"""What ``_summary`` reads of each table's rows."""
 
 
 def _summary(collected: Collected, out: Path, incidents: list[dict[str, Any]],
@@ -1091,7 +1164,7 @@ def _summary(collected: Collected, out: Path, incidents: list[dict[str, Any]],
         workers=collected.workers,
         elapsed=collected.elapsed,
         rescanned_all=rescanned_all,
-        scanned_sessions=sum(len(o.sessions) for o in collected.outcomes),
+        scanned_sessions=sum(o.session_count for o in collected.outcomes),
         findings=[(r["code"], r["severity"]) for r in incidents],
         read_issues=sum(r.get("read_issues") or 0 for r in sessions),
     )

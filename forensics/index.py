@@ -205,14 +205,18 @@ the tables into frames (which costs polars' import alone several times the rest 
 rerun)."""
 
 
-def tables_digest(out: Path) -> str | None:
-    """What the tables in OUT hold (their NDJSON twins), or None when one is missing."""
+TABLE_TWINS = ("incidents.ndjson", "sessions.ndjson", "errors.ndjson")
+
+
+def tables_digest(out: Path, contents: dict[str, bytes] | None = None) -> str | None:
+    """What the tables in OUT hold (their NDJSON twins), or None when one is missing.
+    ``contents``: those files' bytes when the caller has read them already."""
     import hashlib
 
     h = hashlib.blake2b(digest_size=16)
-    for name in ("incidents.ndjson", "sessions.ndjson", "errors.ndjson"):
+    for name in TABLE_TWINS:
         try:
-            data = (out / name).read_bytes()
+            data = contents[name] if contents is not None else (out / name).read_bytes()
         except OSError:
             return None
         h.update(len(data).to_bytes(8, "little"))
@@ -239,13 +243,14 @@ def save_view(view: dict[str, Any], out: Path) -> None:
     tmp.replace(path)
 
 
-def cached_view(out: Path) -> dict[str, Any] | None:
-    """The figures ``save_view`` kept, when they were summarized from the tables OUT holds now."""
+def cached_view(out: Path, contents: dict[str, bytes] | None = None) -> dict[str, Any] | None:
+    """The figures ``save_view`` kept, when they were summarized from the tables OUT holds now
+    (``contents``: the tables' NDJSON bytes, as for ``tables_digest``)."""
     import orjson
 
     try:
         kept = orjson.loads((out / VIEW_FILE).read_bytes())
-        if not isinstance(kept, dict) or kept.get("tables") != tables_digest(out) \
+        if not isinstance(kept, dict) or kept.get("tables") != tables_digest(out, contents) \
                 or kept.get("tables") is None:
             return None
         return _untagged(kept["view"])

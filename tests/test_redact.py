@@ -157,3 +157,44 @@ def test_notebook_frames_are_raw_unless_asked(tmp_path: Path) -> None:
     assert hidden.incidents["fingerprint"].to_list() == raw.incidents["fingerprint"].to_list()
     assert not any(key in (m or "") for m in
                    forensics.read_incidents([src], redact=True)["message"].to_list())
+
+
+def _hinted(text: str) -> list:
+    """The definition the hint gate must keep: a pattern is searched when it has no hints or the
+    lower-cased text holds one of them."""
+    from forensics.redact import patterns
+
+    low = text.lower()
+    return [p for p in patterns() if not p.hints or any(h in low for h in p.hints)]
+
+
+def _hint_texts():
+    from hypothesis import strategies as st
+
+    from forensics.redact import patterns
+
+    hints = sorted({h for p in patterns() for h in p.hints})
+    pieces = st.one_of(st.sampled_from(hints), st.sampled_from([h.upper() for h in hints]),
+                       st.text(max_size=6))
+    return st.lists(pieces, max_size=6).map("".join)
+
+
+@pytest.mark.parametrize("text", ["sk-ant-abc", "SK-ANT-", "my password", "pwd=1 key token",
+                                  "https://x", "İ sk-", "", "nothing here"])
+def test_hint_gate_picks_the_patterns_a_substring_test_picks(text: str) -> None:
+    from forensics.redact import _applicable, patterns
+
+    assert _applicable(text, patterns()) == _hinted(text)
+
+
+def test_hint_gate_holds_on_generated_texts() -> None:
+    from hypothesis import given, settings
+
+    from forensics.redact import _applicable, patterns
+
+    @settings(max_examples=300, deadline=None)
+    @given(_hint_texts())
+    def check(text: str) -> None:
+        assert _applicable(text, patterns()) == _hinted(text)
+
+    check()

@@ -60,3 +60,46 @@ def test_a_memo_past_its_limit_starts_over() -> None:
     memo("xy")  # past the limit: emptied before this one is kept
     assert memo("abcdefghijkl") == "ABCDEFGHIJKL" and calls == ["abcdefghijkl", "xy",
                                                                "abcdefghijkl"]
+
+
+def test_a_part_is_kept_for_its_own_object_and_key_only() -> None:
+    """``once`` (a case study's section, rendered once for both pages) answers from the memo only
+    for the same object and key; another object, even one equal to it, is rendered itself."""
+    parts = _memo.PartMemo()
+    made = []
+
+    def make(text):
+        return lambda: made.append(text) or text
+
+    first, other = ["case"], ["case"]  # equal, not the same
+    assert parts(first, ("stakes", "", True), make("a")) == "a"
+    assert parts(first, ("stakes", "", True), make("b")) == "a"  # the same section again
+    assert parts(first, ("stakes", "", False), make("c")) == "c"  # not redacting: its own
+    assert parts(other, ("stakes", "", True), make("d")) == "d"
+    _memo.forget_all()
+    assert parts(first, ("stakes", "", True), make("e")) == "e"
+    assert made == ["a", "c", "d", "e"]
+
+
+def test_a_case_reads_the_same_on_its_page_and_on_the_session_page(tmp_path: Path) -> None:
+    """The sections shared through ``once`` are those of the case's own page: each section of
+    every case page appears, as it is, in the session page of the same format."""
+    import re
+
+    from conftest import FIXTURES
+    from forensics.config import Config
+    from forensics.engine import scan_session
+    from forensics.ingest import load
+    from forensics.report import write_reports
+
+    cfg = Config()
+    results = [scan_session(s, cfg, cfg.rules())
+               for s in load(FIXTURES / "seeds" / "seed_000_duplicate_launch.json")]
+    written = write_reports(results, tmp_path)
+    pages = [p for p in written if p.suffix == ".md" and not p.name.startswith("index")]
+    assert pages
+    for page in pages:
+        session = (page.parent / "index.md").read_text(encoding="utf-8")
+        body = page.read_text(encoding="utf-8").split("\n## ", 1)[1]
+        for section in re.split(r"\n## ", body):
+            assert section.split("\n", 1)[1] in session, (page.name, section[:40])

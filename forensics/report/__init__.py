@@ -133,18 +133,23 @@ def _render_docs(docs: list[dict], fmt: str, redact: bool, timeline_image: str |
 
 
 def _session_doc(result: ScanResult, fmt: str, redact: bool, prefix: str, index: int,
-                 studies: list[story.CaseStudy], svg: str | None = None) -> dict:
+                 studies: list[story.CaseStudy], svg: str | None = None,
+                 contexts: list[dict] | None = None) -> dict:
+    """``contexts``: the studies' ``_context``s when already made (one per study, same
+    ``prefix``), so a session written in both formats draws each order figure once."""
     if fmt != "html":
         svg = ""
     elif svg is None:
         svg = timeline_svg(result.session, result.incidents, clean=redact_fn(redact),
                            id_prefix=prefix)
+    if contexts is None:
+        contexts = [_context(result, cs, redact=redact, prefix=prefix) for cs in studies]
     return {
         "harness": harness_events(result),
         "session": result.session, "result": result, "studies": studies, "svg": svg,
         "index": index, "severity_counts": _severity_counts(result.incidents),
         "rules": rule_docs(result.incidents),
-        "contexts": [_context(result, cs, redact=redact, prefix=prefix) for cs in studies],
+        "contexts": contexts,
     }
 
 
@@ -225,14 +230,15 @@ def _write_session(result: ScanResult, folder: Path, redact: bool, index_href: s
     svg_path.write_text(svg + "\n", encoding="utf-8")
     written.append(svg_path)
     studies = case_studies(result)  # once, for the index and the pages, both formats
+    contexts = [_context(result, cs, redact=redact) for cs in studies]
     for fmt in FORMATS:
         path = folder / f"index.{_EXT[fmt]}"
-        doc = _session_doc(result, fmt, redact, "", 1, studies, svg)
+        doc = _session_doc(result, fmt, redact, "", 1, studies, svg, contexts)
         text = _render_docs([doc], fmt, redact, "timeline.svg")
         written.append(path)
         path.write_text(text, encoding="utf-8")
     stems: set[str] = set()
-    for cs in studies:
+    for cs, context in zip(studies, contexts):
         stem, n = cs.file_stem, 2
         while stem in stems:
             stem, n = f"{cs.file_stem}-{n}", n + 1
@@ -241,9 +247,8 @@ def _write_session(result: ScanResult, folder: Path, redact: bool, index_href: s
             path = folder / f"{stem}.{_EXT[fmt]}"
             back = (index_href or "").replace("{ext}", _EXT[fmt])
             text = render(f"incident.{_EXT[fmt]}.j2", fmt,
-                          **_context(result, cs, redact=redact,
-                                     session_href=f"index.{_EXT[fmt]}", index_href=back),
-                          level=1)
+                          **{**context, "session_href": f"index.{_EXT[fmt]}",
+                             "index_href": back}, level=1)
             written.append(path)
             path.write_text(text, encoding="utf-8")
 

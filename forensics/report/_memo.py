@@ -58,3 +58,38 @@ def forget_all() -> None:
     """Empty every memo: the next session's texts rarely repeat the last one's."""
     for memo in _MEMOS:
         memo.clear()
+
+
+class PartMemo:
+    """What a template part rendered for one object (a case study), remembered until
+    ``forget_all``: a case study's sections read the same on the session page and on the case's
+    own page, whatever the heading level around them. ``key`` holds everything else the part
+    reads (the id prefix, whether it redacts); the object is kept with its answer, so an id is
+    never mistaken for a later object's. ``stamp`` as for ``TextMemo``."""
+
+    def __init__(self, *, stamp: Callable[[], object] | None = None,
+                 limit: int = 20_000) -> None:
+        self.stamp = stamp
+        self.limit = limit
+        self._found: dict[tuple, tuple[object, Any]] = {}
+        self._stamped: object = None
+        _MEMOS.append(self)
+
+    def __call__(self, owner: object, key: tuple, make: Callable[[], Any]) -> Any:
+        if self.stamp is not None:
+            stamp = self.stamp()
+            if stamp is not self._stamped:
+                self.clear()
+                self._stamped = stamp
+        found = self._found.get((id(owner), *key))
+        if found is not None and found[0] is owner:
+            return found[1]
+        if len(self._found) >= self.limit:
+            self._found.clear()
+        made = make()
+        self._found[(id(owner), *key)] = (owner, made)
+        return made
+
+    def clear(self) -> None:
+        self._found.clear()
+        self._stamped = None

@@ -16,7 +16,7 @@ from html import escape
 from typing import Any
 
 from forensics.redact import patterns as _patterns, redact as _redact
-from forensics.report._memo import TextMemo
+from forensics.report._memo import PartMemo, TextMemo
 from forensics.report._prose import Piece, Sentence, plain as _plain, shorten as _shorten
 from forensics.resources import templates_dir
 
@@ -202,19 +202,25 @@ def _build(fmt: str):
             text = text[: limit + 400] + "\n" + text[-(limit // 3 + 400):]
         return clip(_maybe_redact(ctx, text), limit)
 
-    def worded(sentences: tuple, rows: frozenset[int] | None, prefix: str, redacting: bool):
+    @jinja2.pass_context
+    def paragraph_f(ctx, sentences, rows: Any = None, prefix: str = ""):
+        """Sentences worded as one paragraph (``narrative.join``). Not remembered: a case's
+        sections are rendered once for both its pages (``once``), so a paragraph is rarely
+        worded twice (none of archive-60's 4,264 was)."""
         from forensics.report.narrative import join
 
         fn = sentence_html if fmt == "html" else sentence_md
-        return fn({"redact": redacting}, join(list(sentences)), rows, prefix)
+        return fn(ctx, join(list(sentences)), rows, prefix)
 
-    paragraphs = TextMemo(worded, limit=20_000)
-    """A paragraph is worded alike on the session page and on the case's own page."""
+    parts = PartMemo(stamp=_patterns)
 
     @jinja2.pass_context
-    def paragraph_f(ctx, sentences, rows: Any = None, prefix: str = ""):
-        return paragraphs(tuple(sentences), None if rows is None else frozenset(rows), prefix,
-                          bool(ctx.get("redact", True)))
+    def once(ctx, cs: Any, part: str, prefix: str = "", *, caller):
+        """``{% call once(cs, "stakes", px) %}…{% endcall %}``: a section of a case study
+        rendered once for both pages that show it (the session's and the case's own)."""
+        return parts(cs, (part, prefix, bool(ctx.get("redact", True))), caller)
+
+    env.globals["once"] = once
 
     def shortid_html(anchor: Any):
         text = str(anchor)
