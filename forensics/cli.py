@@ -17,10 +17,11 @@ Inputs are named the same way in every command (``forensics.inputs``); what ``sc
 import gc
 import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Optional, TextIO
 
 import typer
 import typer.core
@@ -103,27 +104,52 @@ def exit_code(findings: Iterable[tuple[str, str]], *, problems: int = 0, read_an
     return EXIT_CLEAN
 
 
-def _findings(results) -> list[tuple[str, str]]:
-    return [(i.code, i.severity) for r in results for i in r.incidents]
+class Outcome:
+    """What a run's exit code and closing lines need of its results, kept as they go by, so a
+    command that streams lets each result go: the findings' rules and severities, the crashed
+    rules, the records that could not be read."""
 
+    def __init__(self) -> None:
+        self.sessions = 0
+        self.incidents = 0
+        self.findings: set[tuple[str, str]] = set()
+        """``(rule code, severity)`` of every finding: all ``exit_code`` asks."""
+        self.crashes: list = []
+        self.issues = 0
+        self.sessions_with_issues = 0
 
-def _problems(results, read_errors) -> int:
-    """What was not read or not checked: unreadable sources and records, crashed rules."""
-    return len(read_errors) + sum(len(r.crashes) + len(r.session.issues) for r in results)
+    def add(self, result) -> None:
+        self.sessions += 1
+        self.incidents += len(result.incidents)
+        self.findings.update((i.code, i.severity) for i in result.incidents)
+        self.crashes.extend(result.crashes)
+        self.issues += len(result.session.issues)
+        self.sessions_with_issues += bool(result.session.issues)
 
+    def problems(self, read_errors) -> int:
+        """What was not read or not checked: unreadable sources and records, crashed rules."""
+        return len(read_errors) + len(self.crashes) + self.issues
 
-def tell_problems(results) -> None:
-    """On stderr, whatever the output format: every crashed rule, and how many records could
-    not be read (each is listed in the output itself)."""
-    for r in results:
-        for crash in r.crashes:
+    def tell(self) -> None:
+        """On stderr, whatever the output format: every crashed rule, and how many records
+        could not be read (each is listed in the output itself)."""
+        for crash in self.crashes:
             typer.echo(f"forensics: {crash}", err=True)
-    issues = sum(len(r.session.issues) for r in results)
-    if issues:
-        sessions = sum(1 for r in results if r.session.issues)
-        typer.echo(f"forensics: {issues} unreadable record{'s' * (issues != 1)} in {sessions} "
-                   f"session{'s' * (sessions != 1)} (listed in the output; --strict makes "
-                   "this exit 2)", err=True)
+        issues, sessions = self.issues, self.sessions_with_issues
+        if issues:
+            typer.echo(f"forensics: {issues} unreadable record{'s' * (issues != 1)} in "
+                       f"{sessions} session{'s' * (sessions != 1)} (listed in the output; "
+                       "--strict makes this exit 2)", err=True)
+
+    def exit_code(self, read_errors, **options) -> int:
+        return exit_code(self.findings, problems=self.problems(read_errors), **options)
+
+
+def outcome_of(results) -> Outcome:
+    outcome = Outcome()
+    for r in results:
+        outcome.add(r)
+    return outcome
 
 
 def redactor(redact: bool):
@@ -416,7 +442,7 @@ def use_color(output: Path | None) -> bool:
 
 def report_read_issues(results, verbose: bool) -> None:
     """Records a reader could not use, on stderr (the findings stay clean on stdout); crashed
-    rules and the count are ``tell_problems``'s."""
+    rules and the count are ``Outcome.tell``'s."""
     for r in results:
         issues = r.session.issues
         shown = issues if verbose else issues[:5]
@@ -494,7 +520,7 @@ def scan(
     redact: Redact = True,
 ) -> None:
     """Find incidents in sessions: empty replies, duplicate launches, ignored errors, re-sends."""
-    from forensics.output import Rendering, render
+    from forensics.output import Rendering
 
     cfg = build_config(config, select, ignore)
     keep = build_filter(since, until, project, agent)
@@ -506,34 +532,89 @@ def scan(
             known = load_baseline(baseline)
         except ForensicsError as exc:
             raise fail(str(exc))
-    case_studies = format in (ScanFormat.markdown, ScanFormat.html)  # they tell every turn
-    results, read_errors = read_and_scan(paths, input_format, keep, cfg,
-                                         release=not case_studies)
-    hidden = 0
-    if known is not None:
-        from forensics.baseline import only_new
-
-        results, hidden = only_new(results, known)
-    report_read_issues(results, verbose)
+    read_errors: list = []
     opts = Rendering(errors=read_errors, redact=redact, color=use_color(output) and
-                     format is ScanFormat.text, verbose=verbose, statistics=statistics,
-                     hidden=hidden,
-                     baseline={"file": str(baseline), "hidden": hidden} if known is not None
-                     else None)
-    if case_studies:
-        text = render_report(results, format.value, redact)
+                     format is ScanFormat.text, verbose=verbose, statistics=statistics)
+    if format in (ScanFormat.markdown, ScanFormat.html):
+        results = _case_studies(paths, input_format, keep, cfg, read_errors, known, verbose,
+                                output, format.value, redact)
+        outcome = outcome_of(results)
     else:
-        text = render(format, results, opts)
-    if output:
-        try:
-            output.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise fail(f"{output}: {exc.strerror or exc}")
-    else:
-        sys.stdout.write(text)
-    tell_problems(results)
-    raise typer.Exit(exit_code(_findings(results), problems=_problems(results, read_errors),
-                               strict=strict, fail_on=fail_on, exit_zero=exit_zero))
+        outcome = _print_as_scanned(paths, input_format, keep, cfg, known, baseline, output,
+                                    format, opts)
+    outcome.tell()
+    raise typer.Exit(outcome.exit_code(read_errors, strict=strict, fail_on=fail_on,
+                                       exit_zero=exit_zero))
+
+
+def _print_as_scanned(paths, input_format, keep, cfg, known, baseline, output, format,
+                      opts) -> Outcome:
+    """Each session scanned, printed and let go before the next is read: a line format
+    prints its findings then, a document format spools them (``forensics.output``)."""
+    from forensics.output import printer_for
+
+    printer = printer_for(format, opts)
+    outcome = Outcome()
+    with output_stream(output) as out:
+        for result in scan_stream(paths, input_format, keep, cfg, opts.errors):
+            if known is not None:
+                result, hidden = _without_known(result, known)
+                opts.hidden += hidden
+            report_read_issues([result], opts.verbose)
+            outcome.add(result)
+            out.write(printer.add(result))
+            del result
+        if known is not None:
+            opts.baseline = {"file": str(baseline), "hidden": opts.hidden}
+        for text in printer.end():
+            out.write(text)
+    return outcome
+
+
+def _case_studies(paths, input_format, keep, cfg, read_errors, known, verbose, output, fmt,
+                  redact) -> list:
+    """``--format markdown|html``: every session's case studies in one document, which tells
+    each session's turns, so the results are kept whole until it is written."""
+    results: list = []
+    for result in scan_stream(paths, input_format, keep, cfg, read_errors):
+        if known is not None:
+            result, _ = _without_known(result, known)
+        results.append(result)
+    report_read_issues(results, verbose)
+    text = render_report(results, fmt, redact)
+    with output_stream(output) as out:
+        out.write(text)
+    return results
+
+
+def _without_known(result, known):
+    from forensics.baseline import only_new
+
+    (kept,), hidden = only_new([result], known)
+    return kept, hidden
+
+
+@contextmanager
+def output_stream(output: Path | None) -> Iterator[TextIO]:
+    """Where a command's output goes as it is made: standard output, or ``output``, written
+    under a temporary name beside it and renamed into place once complete, so a run that fails
+    or is interrupted leaves neither half a document nor a clobbered earlier one. A device or
+    pipe (``/dev/stdout``, a FIFO) is written to directly: it cannot be replaced."""
+    if output is None:
+        yield sys.stdout
+        return
+    direct = output.exists() and not output.is_file()
+    target = output if direct else output.with_name(f".{output.name}.{os.getpid()}.part")
+    try:
+        with open(target, "w", encoding="utf-8") as out:
+            yield out
+        if not direct:
+            os.replace(target, output)
+    except OSError as exc:
+        raise fail(f"{output}: {exc.strerror or exc}")
+    finally:
+        if not direct:
+            target.unlink(missing_ok=True)
 
 
 @app.command("baseline")
@@ -581,29 +662,29 @@ def report_command(
     cfg = build_config(config, select, ignore)
     keep = build_filter(since, until, project, agent)
     read_errors: list = []
-    results: list = []  # what the summary needs of each session: its turns are let go
+    outcome = Outcome()  # what the summary needs of each session, once it is written
 
     def scanned():
         for result in scan_stream(paths, input_format, keep, cfg, read_errors):
-            results.append(result.released())
+            outcome.add(result)
             yield result
 
     try:
         written = write_report_files(scanned(), output, redact)
     except OSError as exc:
         raise fail(f"{exc.filename or output}: {exc.strerror or exc}")
-    incidents = sum(len(r.incidents) for r in results)
+    incidents, sessions = outcome.incidents, outcome.sessions
     folders = sorted({p.parent for p in written if p.name == "index.html"})
     for folder in folders:
         n = sum(1 for p in written if p.parent == folder and p.suffix == ".md"
                 and p.name != "index.md")
         typer.echo(f"{folder}/index.html  ({n} incident report{'s' * (n != 1)})")
     typer.echo(f"wrote {len(written)} files to {output} "
-               f"({incidents} incident{'s' * (incidents != 1)} in {len(results)} "
-               f"session{'s' * (len(results) != 1)})")
-    tell_problems(results)
-    raise typer.Exit(exit_code(_findings(results), problems=_problems(results, read_errors),
-                               strict=strict, fail_on=fail_on, exit_zero=exit_zero))
+               f"({incidents} incident{'s' * (incidents != 1)} in {sessions} "
+               f"session{'s' * (sessions != 1)})")
+    outcome.tell()
+    raise typer.Exit(outcome.exit_code(read_errors, strict=strict, fail_on=fail_on,
+                                       exit_zero=exit_zero))
 
 
 @app.command()

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
 
 from forensics.engine import ScanResult
 from forensics.findings import Evidence
-from forensics.output import Located, Rendering, clean, located, rule_counts
+from forensics.output import Located, Printer, Rendering, RuleCounts, clean, locate
+from forensics.output.spool import Spool, Streamed, write_json
 
 SCHEMA_VERSION = 1
 """Version of the ``scan --format json`` document; bumped only on breaking changes."""
@@ -65,24 +66,55 @@ def session_doc(r: ScanResult) -> dict[str, Any]:
     }
 
 
-def render_json(results: Sequence[ScanResult], opts: Rendering) -> str:
-    doc: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "sessions": [session_doc(r) for r in results],
-        "findings": [finding_doc(loc, opts) for loc in located(results)],
-        "errors": [str(e) for e in opts.errors],
-    }
-    if opts.baseline is not None:
-        doc["baseline"] = opts.baseline
-    return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
+class JsonPrinter(Printer):
+    """The one document: sessions, then findings, then what could not be read."""
+
+    def __init__(self, opts: Rendering) -> None:
+        super().__init__(opts)
+        self._sessions, self._findings = Spool(), Spool()
+
+    def add(self, result: ScanResult) -> str:
+        self._sessions.add(session_doc(result))
+        for loc in locate(result):
+            self._findings.add(finding_doc(loc, self.opts))
+        return ""
+
+    def end(self) -> Iterator[str]:
+        doc: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "sessions": Streamed(self._sessions),
+            "findings": Streamed(self._findings),
+            "errors": [str(e) for e in self.opts.errors],
+        }
+        if self.opts.baseline is not None:
+            doc["baseline"] = self.opts.baseline
+        try:
+            yield from write_json(doc)
+            yield "\n"
+        finally:
+            self._sessions.close()
+            self._findings.close()
 
 
-def render_jsonl(results: Sequence[ScanResult], opts: Rendering) -> str:
+class JsonLinesPrinter(Printer):
     """One finding per line, nothing else: ``jq``, ``grep`` and log shippers read it as is."""
-    return "".join(orjson.dumps(finding_doc(loc, opts)).decode() + "\n"
-                   for loc in located(results))
+
+    def add(self, result: ScanResult) -> str:
+        return "".join(orjson.dumps(finding_doc(loc, self.opts)).decode() + "\n"
+                       for loc in locate(result))
 
 
-def render_statistics_json(results: Sequence[ScanResult], opts: Rendering) -> str:
-    rows = [{"code": c, "rule": s, "count": n} for c, s, n in rule_counts(results)]
-    return orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n"
+class StatisticsJsonPrinter(Printer):
+    """``--statistics`` as JSON: a count per rule, most frequent first."""
+
+    def __init__(self, opts: Rendering) -> None:
+        super().__init__(opts)
+        self._counts = RuleCounts()
+
+    def add(self, result: ScanResult) -> str:
+        self._counts.add(result)
+        return ""
+
+    def end(self) -> Iterator[str]:
+        rows = [{"code": c, "rule": s, "count": n} for c, s, n in self._counts.most_frequent()]
+        yield orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n"

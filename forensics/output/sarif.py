@@ -9,15 +9,15 @@ tracks an incident across runs as ``--baseline`` does.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator
+from itertools import chain
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import orjson
-
 from forensics.engine import ScanResult
-from forensics.output import Located, Rendering, clean, located
+from forensics.output import Located, Printer, Rendering, clean, locate
+from forensics.output.spool import Spool, Streamed, write_json
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVELS = {"high": "error", "medium": "warning", "low": "note"}
@@ -65,11 +65,11 @@ def _location(loc: Located) -> dict[str, Any]:
     }
 
 
-def _result(loc: Located, index: dict[str, int], opts: Rendering) -> dict[str, Any]:
+def _result(loc: Located, opts: Rendering) -> dict[str, Any]:
+    """One result, but for its ``ruleIndex``: the rules listed are known only at the end."""
     i = loc.incident
     return {
         "ruleId": i.code,
-        "ruleIndex": index[i.code],
         "level": LEVELS.get(i.severity, "warning"),
         "message": {"text": clean(i.message, opts)},
         "locations": [_location(loc)],
@@ -80,26 +80,52 @@ def _result(loc: Located, index: dict[str, int], opts: Rendering) -> dict[str, A
     }
 
 
-def render_sarif(results: Sequence[ScanResult], opts: Rendering) -> str:
-    from forensics import __version__
+def _indexed(results: Iterable[dict[str, Any]], index: dict[str, int]) -> Iterator[dict]:
+    """Each result with its rule's place in the rules listed, right after its ``ruleId``."""
+    for result in results:
+        code = result.pop("ruleId")
+        yield {"ruleId": code, "ruleIndex": index[code], **result}
 
-    locs = located(results)
-    rules = _rules({loc.incident.code for loc in locs})
-    index = {r["id"]: n for n, r in enumerate(rules)}
-    notifications = [{"level": "warning", "message": {"text": str(e)}} for e in opts.errors]
-    notifications += [{"level": "warning", "message": {"text": str(issue)}}
-                      for r in results for issue in r.session.issues[:50]]
-    notifications += [{"level": "error", "message": {"text": str(c)}}
-                      for r in results for c in r.crashes]
-    doc = {
-        "$schema": SARIF_SCHEMA,
-        "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {"name": "forensics", "version": __version__,
-                                "semanticVersion": __version__, "rules": rules}},
-            "invocations": [{"executionSuccessful": True,
-                             "toolExecutionNotifications": notifications}],
-            "results": [_result(loc, index, opts) for loc in locs],
-        }],
-    }
-    return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
+
+class SarifPrinter(Printer):
+    """One run: the rules that fired and the notifications come first, so results, record
+    issues and crashed rules wait in spools until every session is scanned."""
+
+    def __init__(self, opts: Rendering) -> None:
+        super().__init__(opts)
+        self._codes: set[str] = set()
+        self._results, self._issues, self._crashes = Spool(), Spool(), Spool()
+
+    def add(self, result: ScanResult) -> str:
+        for loc in locate(result):
+            self._codes.add(loc.incident.code)
+            self._results.add(_result(loc, self.opts))
+        for issue in result.session.issues[:50]:
+            self._issues.add({"level": "warning", "message": {"text": str(issue)}})
+        for crash in result.crashes:
+            self._crashes.add({"level": "error", "message": {"text": str(crash)}})
+        return ""
+
+    def end(self) -> Iterator[str]:
+        from forensics import __version__
+
+        rules = _rules(self._codes)
+        index = {r["id"]: n for n, r in enumerate(rules)}
+        unreadable = [{"level": "warning", "message": {"text": str(e)}} for e in self.opts.errors]
+        doc = {
+            "$schema": SARIF_SCHEMA,
+            "version": "2.1.0",
+            "runs": [{
+                "tool": {"driver": {"name": "forensics", "version": __version__,
+                                    "semanticVersion": __version__, "rules": rules}},
+                "invocations": [{"executionSuccessful": True, "toolExecutionNotifications":
+                                 Streamed(chain(unreadable, self._issues, self._crashes))}],
+                "results": Streamed(_indexed(self._results, index)),
+            }],
+        }
+        try:
+            yield from write_json(doc)
+            yield "\n"
+        finally:
+            for spool in (self._results, self._issues, self._crashes):
+                spool.close()

@@ -4,12 +4,12 @@ with ``-v``; colour only when asked for (the CLI decides: a terminal, no ``NO_CO
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator
 
 import typer
 
 from forensics.engine import ScanResult
-from forensics.output import Located, Rendering, clean, locate, rule_counts
+from forensics.output import Located, Printer, Rendering, RuleCounts, clean, locate
 
 SEVERITY_COLOURS = {"high": "red", "medium": "yellow", "low": "blue"}
 
@@ -36,10 +36,17 @@ def finding_line(loc: Located, opts: Rendering) -> str:
     return f"{head} {code} {i.rule} ({severity}) {clean(i.message, opts)} {tail}"
 
 
-def render_text(results: Sequence[ScanResult], opts: Rendering) -> str:
-    lines: list[str] = []
-    for r in results:
-        for loc in locate(r):
+class TextPrinter(Printer):
+    """Each session's findings as it is scanned, the summary at the end."""
+
+    def __init__(self, opts: Rendering) -> None:
+        super().__init__(opts)
+        self._counts = RuleCounts()
+
+    def add(self, result: ScanResult) -> str:
+        self._counts.add(result)
+        opts, lines = self.opts, []
+        for loc in locate(result):
             lines.append(finding_line(loc, opts))
             if opts.verbose:
                 i = loc.incident
@@ -47,25 +54,26 @@ def render_text(results: Sequence[ScanResult], opts: Rendering) -> str:
                     more = " …" if len(i.evidence) > 6 else ""
                     lines.append(f"    evidence: {', '.join(i.evidence[:6])}{more}")
                 lines.append(f"    severity: {clean(i.severity_reason, opts)}")
-        if opts.verbose and not r.incidents:
-            s = r.session
+        if opts.verbose and not result.incidents:
+            s = result.session
             parent = f", subagent of {s.parent_id}" if s.parent_id else ""
             lines.append(f"{s.source}: clean [{s.id}] ({s.agent}, "
                          f"{_plural(len(s.turns), 'turn')}{parent})")
-    lines.append(summary(results, opts))
-    return "\n".join(lines) + "\n"
+        return "".join(line + "\n" for line in lines)
+
+    def end(self) -> Iterator[str]:
+        yield summary(self._counts, self.opts) + "\n"
 
 
-def summary(results: Sequence[ScanResult], opts: Rendering) -> str:
+def summary(counts: RuleCounts, opts: Rendering) -> str:
     """``Found 3 incidents in 1 session (FX002 duplicate-launch: 2, …)`` or ``No incidents``."""
-    total = sum(len(r.incidents) for r in results)
-    sessions = _plural(len(results), "session")
-    clean_count = sum(1 for r in results if not r.incidents)
+    total = counts.incidents
+    sessions = _plural(counts.sessions, "session")
     if total:
-        per_rule = ", ".join(f"{code} {slug}: {n}" for code, slug, n in rule_counts(results))
+        per_rule = ", ".join(f"{code} {slug}: {n}" for code, slug, n in counts.most_frequent())
         text = f"Found {_plural(total, 'incident')} in {sessions} ({per_rule})"
-        if clean_count and not opts.verbose:
-            text += f"; {clean_count} clean (-v lists them)"
+        if counts.clean and not opts.verbose:
+            text += f"; {counts.clean} clean (-v lists them)"
     else:
         text = f"No incidents in {sessions}"
     if opts.errors:
@@ -76,10 +84,20 @@ def summary(results: Sequence[ScanResult], opts: Rendering) -> str:
     return typer.style(text, bold=True) if opts.color else text
 
 
-def render_statistics(results: Sequence[ScanResult], opts: Rendering) -> str:
-    """ruff's ``--statistics``: a count per rule, most frequent first."""
-    rows = rule_counts(results)
-    width = max((len(str(n)) for _c, _s, n in rows), default=1)
-    lines = [f"{n:>{width}}\t{code}\t{slug}" for code, slug, n in rows]
-    lines.append(summary(results, opts))
-    return "\n".join(lines) + "\n"
+class StatisticsPrinter(Printer):
+    """ruff's ``--statistics``: a count per rule, most frequent first, then the summary."""
+
+    def __init__(self, opts: Rendering) -> None:
+        super().__init__(opts)
+        self._counts = RuleCounts()
+
+    def add(self, result: ScanResult) -> str:
+        self._counts.add(result)
+        return ""
+
+    def end(self) -> Iterator[str]:
+        rows = self._counts.most_frequent()
+        width = max((len(str(n)) for _c, _s, n in rows), default=1)
+        lines = [f"{n:>{width}}\t{code}\t{slug}" for code, slug, n in rows]
+        lines.append(summary(self._counts, self.opts))
+        yield "\n".join(lines) + "\n"
