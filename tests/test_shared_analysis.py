@@ -3,6 +3,8 @@ every rule what it would compute alone: the same findings whichever rules ran be
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from forensics.analysis import Run, analysis_of
@@ -22,7 +24,7 @@ def _runs_by_definition(session) -> list[Run]:
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_shared_runs_are_the_calls_with_their_results(case: Case) -> None:
-    session = case.session.model_copy(deep=True)
+    session = copy.deepcopy(case.session)
     assert runs(session) is analysis_of(session).runs  # one list for every rule
     assert runs(session) == _runs_by_definition(session)
 
@@ -30,7 +32,7 @@ def test_shared_runs_are_the_calls_with_their_results(case: Case) -> None:
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_a_rule_finds_the_same_alone_and_after_every_other(case: Case) -> None:
     rules = list(registry().values())
-    alone = {spec.code: list(spec.run(case.session.model_copy(deep=True))) for spec in rules}
-    shared = case.session.model_copy(deep=True)
+    alone = {spec.code: list(spec.run(copy.deepcopy(case.session))) for spec in rules}
+    shared = copy.deepcopy(case.session)
     after = {spec.code: list(spec.run(shared)) for spec in reversed(rules)}
     assert after == alone
