@@ -23,8 +23,8 @@ if TYPE_CHECKING:  # the CLI imports ``Format`` at start-up: the engine loads wh
     from forensics.engine import ScanResult
     from forensics.findings import Incident
 
-__all__ = ["Format", "Located", "Printer", "RuleCounts", "Rendering", "locate", "located",
-           "printer_for", "render"]
+__all__ = ["CountingPrinter", "Format", "Located", "Printer", "RuleCounts", "Rendering", "locate",
+           "located", "printer_for", "render"]
 
 
 class Format(str, Enum):
@@ -119,6 +119,18 @@ class Printer:
 
     def end(self) -> Iterator[str]:
         return iter(())
+
+
+class CountingPrinter(Printer):
+    """A printer whose end tells counts per rule (the summary line, ``--statistics``)."""
+
+    def __init__(self, opts: Rendering) -> None:
+        super().__init__(opts)
+        self.counts = RuleCounts()
+
+    def add(self, result: ScanResult) -> str:
+        self.counts.add(result)
+        return ""
 
 
 def printer_for(fmt: Format | str, opts: Rendering) -> Printer:

@@ -9,7 +9,7 @@ import orjson
 
 from forensics.engine import ScanResult
 from forensics.findings import Evidence
-from forensics.output import Located, Printer, Rendering, RuleCounts, clean, locate
+from forensics.output import CountingPrinter, Located, Printer, Rendering, clean, locate
 from forensics.output.spool import Spool, Streamed, write_json
 
 SCHEMA_VERSION = 1
@@ -104,17 +104,9 @@ class JsonLinesPrinter(Printer):
                        for loc in locate(result))
 
 
-class StatisticsJsonPrinter(Printer):
+class StatisticsJsonPrinter(CountingPrinter):
     """``--statistics`` as JSON: a count per rule, most frequent first."""
 
-    def __init__(self, opts: Rendering) -> None:
-        super().__init__(opts)
-        self._counts = RuleCounts()
-
-    def add(self, result: ScanResult) -> str:
-        self._counts.add(result)
-        return ""
-
     def end(self) -> Iterator[str]:
-        rows = [{"code": c, "rule": s, "count": n} for c, s, n in self._counts.most_frequent()]
+        rows = [{"code": c, "rule": s, "count": n} for c, s, n in self.counts.most_frequent()]
         yield orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n"

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import typer
 
 from forensics.engine import ScanResult
-from forensics.output import Located, Printer, Rendering, RuleCounts, clean, locate
+from forensics.output import CountingPrinter, Located, Rendering, RuleCounts, clean, locate
 
 SEVERITY_COLOURS = {"high": "red", "medium": "yellow", "low": "blue"}
 
@@ -36,15 +36,11 @@ def finding_line(loc: Located, opts: Rendering) -> str:
     return f"{head} {code} {i.rule} ({severity}) {clean(i.message, opts)} {tail}"
 
 
-class TextPrinter(Printer):
+class TextPrinter(CountingPrinter):
     """Each session's findings as it is scanned, the summary at the end."""
 
-    def __init__(self, opts: Rendering) -> None:
-        super().__init__(opts)
-        self._counts = RuleCounts()
-
     def add(self, result: ScanResult) -> str:
-        self._counts.add(result)
+        super().add(result)
         opts, lines = self.opts, []
         for loc in locate(result):
             lines.append(finding_line(loc, opts))
@@ -62,7 +58,7 @@ class TextPrinter(Printer):
         return "".join(line + "\n" for line in lines)
 
     def end(self) -> Iterator[str]:
-        yield summary(self._counts, self.opts) + "\n"
+        yield summary(self.counts, self.opts) + "\n"
 
 
 def summary(counts: RuleCounts, opts: Rendering) -> str:
@@ -84,20 +80,12 @@ def summary(counts: RuleCounts, opts: Rendering) -> str:
     return typer.style(text, bold=True) if opts.color else text
 
 
-class StatisticsPrinter(Printer):
+class StatisticsPrinter(CountingPrinter):
     """ruff's ``--statistics``: a count per rule, most frequent first, then the summary."""
 
-    def __init__(self, opts: Rendering) -> None:
-        super().__init__(opts)
-        self._counts = RuleCounts()
-
-    def add(self, result: ScanResult) -> str:
-        self._counts.add(result)
-        return ""
-
     def end(self) -> Iterator[str]:
-        rows = self._counts.most_frequent()
+        rows = self.counts.most_frequent()
         width = max((len(str(n)) for _c, _s, n in rows), default=1)
         lines = [f"{n:>{width}}\t{code}\t{slug}" for code, slug, n in rows]
-        lines.append(summary(self._counts, self.opts))
+        lines.append(summary(self.counts, self.opts))
         yield "\n".join(lines) + "\n"
