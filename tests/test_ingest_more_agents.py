@@ -484,3 +484,33 @@ def test_turns_command_exits_0_on_every_shared_source(source: Path) -> None:
     assert out.exit_code == 0, out.output
     assert out.exception is None or isinstance(out.exception, SystemExit)
     assert not [line for line in out.output.splitlines() if line.startswith("  issue: ")]
+
+
+def _token_counts_of(data: bytes, fmt: str) -> list[tuple[object, object]]:
+    from forensics.ingest import read_bytes
+    from forensics.model import AssistantTurn
+
+    return [(t.tokens_in, t.tokens_out) for s in read_bytes(data, source="damaged", format=fmt)
+            for t in s.turns if isinstance(t, AssistantTurn)]
+
+
+def test_a_token_count_of_true_is_no_count() -> None:
+    """``true`` is an int to Python; a damaged record's ``"input": true`` is not a count of one
+    (the turn model does not coerce, so a reader that let it through printed ``true``)."""
+    import orjson
+
+    export = orjson.loads((FIXTURES / "ingest" / "opencode_export_v1.json").read_bytes())
+    tokens = next(m["info"]["tokens"] for m in export["messages"] if "tokens" in m["info"])
+    tokens["input"] = True
+    counts = _token_counts_of(orjson.dumps(export), "opencode-export")
+    assert (None, 120) in counts and not any(v is True for pair in counts for v in pair)
+
+    lines = []
+    for raw in (FIXTURES / "ingest" / "claude_basic.jsonl").read_bytes().splitlines():
+        record = orjson.loads(raw)
+        if isinstance(record.get("message", {}).get("usage"), dict):
+            record["message"]["usage"]["input_tokens"] = True
+        lines.append(orjson.dumps(record))
+    counts = _token_counts_of(b"\n".join(lines) + b"\n", "claude-code")
+    assert counts and all(tokens_in is None for tokens_in, _ in counts)
+    assert any(isinstance(tokens_out, int) for _, tokens_out in counts)

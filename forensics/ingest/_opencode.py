@@ -17,7 +17,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from forensics.ingest._text import clip
+from forensics.ingest._text import clip, json_int
 from forensics.ingest._time import in_range
 from forensics.model import (
     AssistantTurn,
@@ -378,8 +378,8 @@ class SessionBuilder:
             text="\n".join(texts), reasoning="\n".join(reasoning), tool_calls=calls,
             model=model, finish=finish, aborted=aborted,
             error=ProviderError(name=error_name, message=error_message(error)) if error else None,
-            tokens_in=tokens_in if isinstance(tokens_in, int) else None,
-            tokens_out=tokens_out if isinstance(tokens_out, int) else None,
+            tokens_in=json_int(tokens_in),
+            tokens_out=json_int(tokens_out),
             part_kinds=kinds,
         )
         self.turns.extend(before)

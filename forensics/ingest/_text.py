@@ -1,6 +1,9 @@
-"""Text helpers shared by the readers: keep very long tool outputs bounded."""
+"""Value helpers shared by the readers: very long tool outputs kept bounded, counts that are
+numbers."""
 
 from __future__ import annotations
+
+from typing import Any
 
 HEAD_CHARS = 8 * 1024
 TAIL_CHARS = 8 * 1024
@@ -17,3 +20,9 @@ def clip(text: str, head: int = HEAD_CHARS, tail: int = TAIL_CHARS) -> str:
         return text
     omitted = len(text) - head - tail
     return f"{text[:head]}\n...[{omitted} chars omitted]...\n{text[len(text) - tail:]}"
+
+
+def json_int(value: Any) -> int | None:
+    """A JSON whole number, else None. Not a boolean: ``true`` is an int to Python, and a
+    token count of ``true`` in a damaged record must not print as one."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

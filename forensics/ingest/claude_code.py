@@ -56,7 +56,7 @@ from typing import Any, BinaryIO
 
 from forensics.errors import IngestError
 from forensics.ingest._source import add_each_line
-from forensics.ingest._text import clip
+from forensics.ingest._text import clip, json_int
 from forensics.ingest._time import iso_to_unix
 from forensics.model import (
     AssistantTurn,
@@ -303,9 +303,9 @@ class _Reader:
             turn.finish = stop
         usage = message.get("usage")
         if isinstance(usage, dict):
-            if isinstance(usage.get("input_tokens"), int):
+            if json_int(usage.get("input_tokens")) is not None:
                 turn.tokens_in = usage["input_tokens"]
-            if isinstance(usage.get("output_tokens"), int):
+            if json_int(usage.get("output_tokens")) is not None:
                 turn.tokens_out = usage["output_tokens"]
 
     @staticmethod

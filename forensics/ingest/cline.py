@@ -55,7 +55,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from forensics.errors import IngestError
-from forensics.ingest._text import clip
+from forensics.ingest._text import clip, json_int
 from forensics.ingest._time import iso_to_unix
 from forensics.model import (
     AssistantTurn,
@@ -434,8 +434,8 @@ class _Builder:
         turn.reasoning = "\n".join(r for r in reasoning if r)
         metrics = msg.get("metrics") if isinstance(msg.get("metrics"), dict) else {}
         tokens = metrics.get("tokens") if isinstance(metrics.get("tokens"), dict) else {}
-        turn.tokens_in = _int(tokens.get("prompt"))
-        turn.tokens_out = _int(tokens.get("completion"))
+        turn.tokens_in = json_int(tokens.get("prompt"))
+        turn.tokens_out = json_int(tokens.get("completion"))
         slot.append(turn)
         return turn
 
@@ -667,8 +667,8 @@ class _Builder:
                     step.model = info.get("modelId") if isinstance(info.get("modelId"), str) \
                         else None
                     if request:
-                        step.tokens_in = _int(request.get("tokensIn"))
-                        step.tokens_out = _int(request.get("tokensOut"))
+                        step.tokens_in = json_int(request.get("tokensIn"))
+                        step.tokens_out = json_int(request.get("tokensOut"))
                     turns.append(step)
                 return step
 
@@ -778,6 +778,3 @@ def _list(value: Any) -> list:
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

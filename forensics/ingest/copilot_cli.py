@@ -36,7 +36,7 @@ from typing import Any, BinaryIO
 
 from forensics.errors import IngestError
 from forensics.ingest._source import iter_jsonl
-from forensics.ingest._text import clip
+from forensics.ingest._text import clip, json_int
 from forensics.ingest._time import iso_to_unix
 from forensics.model import (
     AssistantTurn,
@@ -222,8 +222,8 @@ class _Reader:
                 return
             if isinstance(turn, AssistantTurn):
                 turn.model = turn.model or model
-                turn.tokens_in = _int(data.get("inputTokens"))
-                turn.tokens_out = _int(data.get("outputTokens"))
+                turn.tokens_in = json_int(data.get("inputTokens"))
+                turn.tokens_out = json_int(data.get("outputTokens"))
                 return
 
     def _result(self, anchor: str, line: int, time: float | None, data: dict) -> None:
@@ -279,6 +279,3 @@ class _Reader:
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

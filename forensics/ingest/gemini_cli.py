@@ -58,7 +58,7 @@ from forensics.ingest._gemini import (
     split_parts,
 )
 from forensics.ingest._source import loads_document
-from forensics.ingest._text import clip
+from forensics.ingest._text import clip, json_int
 from forensics.ingest._time import iso_to_unix
 from forensics.model import (
     AssistantTurn,
@@ -361,8 +361,8 @@ class _Builder:
                              model=model, part_kinds=kinds)
         tokens = m.get("tokens")
         if isinstance(tokens, dict):
-            turn.tokens_in = _int(tokens.get("input"))
-            turn.tokens_out = _int(tokens.get("output"))
+            turn.tokens_in = json_int(tokens.get("input"))
+            turn.tokens_out = json_int(tokens.get("output"))
         turns.append(turn)
         for index, call in enumerate(_list(m.get("toolCalls"))):
             if not isinstance(call, dict):
@@ -446,9 +446,6 @@ def _list(value: Any) -> list:
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def is_session_document(obj: Any) -> bool:

@@ -31,7 +31,7 @@ from typing import Any, BinaryIO
 
 from forensics.errors import IngestError
 from forensics.ingest._source import iter_jsonl
-from forensics.ingest._text import clip
+from forensics.ingest._text import clip, json_int
 from forensics.ingest._time import iso_to_unix
 from forensics.model import (
     AssistantTurn,
@@ -206,8 +206,8 @@ class _Reader:
             turn.text = "\n".join(texts)
             turn.reasoning = "\n".join(thoughts)
             usage = msg.get("usage") if isinstance(msg.get("usage"), dict) else {}
-            turn.tokens_in = _int(usage.get("input"))
-            turn.tokens_out = _int(usage.get("output"))
+            turn.tokens_in = json_int(usage.get("input"))
+            turn.tokens_out = json_int(usage.get("output"))
             error = msg.get("errorMessage") if isinstance(msg.get("errorMessage"), str) else ""
             if turn.finish == "aborted":
                 turn.aborted = True
@@ -233,7 +233,7 @@ class _Reader:
             command = _str(msg.get("command")) or ""
             code = msg.get("exitCode")
             turns.append(_event("shell", anchor, line, time, command, command=command,
-                                exit_code=code if isinstance(code, int) else None,
+                                exit_code=json_int(code),
                                 cancelled=True if msg.get("cancelled") is True else None))
         elif role in ("custom", "hookMessage"):
             text, _ = _text(msg.get("content"))
@@ -311,6 +311,3 @@ def _event(event: str, anchor: str, line: int, time: float | None, text: str,
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -43,7 +43,7 @@ from forensics.ingest._gemini import (
     split_parts,
 )
 from forensics.ingest._source import iter_jsonl
-from forensics.ingest._text import clip
+from forensics.ingest._text import clip, json_int
 from forensics.ingest._time import iso_to_unix
 from forensics.model import (
     AssistantTurn,
@@ -187,8 +187,8 @@ class _Reader:
                 turn.part_kinds.append("thought" if part.get("thought") is True else "text")
         usage = rec.get("usageMetadata")
         if isinstance(usage, dict):
-            turn.tokens_in = _int(usage.get("promptTokenCount"))
-            turn.tokens_out = _int(usage.get("candidatesTokenCount"))
+            turn.tokens_in = json_int(usage.get("promptTokenCount"))
+            turn.tokens_out = json_int(usage.get("candidatesTokenCount"))
         self._push(turn)
 
     def _tool_result(self, line: int, anchor: str, time: float | None, rec: dict,
@@ -295,6 +295,3 @@ class _Reader:
             sessions[0].issues = self.issues
         return sessions
 
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
