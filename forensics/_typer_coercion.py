@@ -52,7 +52,10 @@ def install() -> bool:
     def plain_or_typer(descriptor: Any) -> Any:
         if descriptor.file_annotation is not None or descriptor.parameter_info.parser is not None:
             return build_runtime_param(descriptor)
-        return PlainRuntimeParam(descriptor)
+        try:
+            return PlainRuntimeParam(descriptor)
+        except Exception:  # a typer whose parameters are built otherwise: entirely typer's way
+            return build_runtime_param(descriptor)
 
     plain_or_typer.plain = True  # type: ignore[attr-defined]
     core.build_runtime_param = plain_or_typer

@@ -22,6 +22,7 @@ import typer._coercion
 import typer.main
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
 from forensics import _typer_coercion
 from forensics.analysis.ledger import _WORD_RUN, _stands_alone
@@ -160,6 +161,25 @@ def test_a_scan_builds_no_pydantic_validator_for_its_options() -> None:
             "print('typer._adapters' in sys.modules)")
     assert _run(code) == "False"
 
+
+
+def test_a_typer_that_builds_parameters_otherwise_gets_its_own_way(monkeypatch) -> None:
+    """Should a typer's parameter class take other arguments than the shortcut passes, each
+    parameter is built typer's own way and the command runs as before."""
+    from forensics.resources import sample_session
+
+    build = typer._coercion.RuntimeParam.__init__
+
+    def refusing(self, *args, **kwargs):
+        if type(self).__name__ == "PlainRuntimeParam":
+            raise TypeError("unexpected keyword argument 'parameter_info'")
+        build(self, *args, **kwargs)
+
+    monkeypatch.setattr(typer._coercion.RuntimeParam, "__init__", refusing)
+    result = CliRunner().invoke(app, ["scan", str(sample_session()), "-f", "jsonl",
+                                      "--fail-on", "medium"])
+    assert result.exit_code == 1, result.output
+    assert '"code":"FX002"' in result.stdout
 
 # -- the ledger's fast-skip programs -------------------------------------------------------------
 
