@@ -80,8 +80,9 @@ def _results():
     return [scan_session(s, cfg) for f in SESSIONS for s in iter_sessions(f)]
 
 
-@pytest.mark.parametrize("fmt", LINE_AND_DOCUMENT_FORMATS)
-@pytest.mark.parametrize("flag", [None, "-v", "--statistics"])
+@pytest.mark.parametrize("fmt, flag", [
+    *((fmt, None) for fmt in LINE_AND_DOCUMENT_FORMATS),
+    ("text", "-v"), ("github", "-v"), ("text", "--statistics"), ("json", "--statistics")])
 def test_scan_prints_each_result_before_it_reads_the_next(fmt, flag, monkeypatch) -> None:
     """While scanning, no earlier result is alive when the next one comes; and what is printed
     is what ``render`` gives for all the results at once."""
