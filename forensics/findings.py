@@ -12,16 +12,15 @@ about a third of a small scan's start-up).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
 
 try:  # the very function hashlib hands out, without hashlib loading OpenSSL's digests (3 ms)
     from _blake2 import blake2b
 except ImportError:  # a Python without CPython's built-in module
     from hashlib import blake2b
 
-if TYPE_CHECKING:
-    from forensics.model import Turn
+from forensics.model import Record, Turn
 
 Severity = Literal["high", "medium", "low"]
 SEVERITY_ORDER: dict[str, int] = {"high": 0, "medium": 1, "low": 2}
@@ -50,7 +49,7 @@ def _refuse(value: Any, allowed: frozenset[str] | dict[str, int], what: str) -> 
 
 
 @dataclass(kw_only=True)
-class Evidence:
+class Evidence(Record):
     """One piece of typed evidence: what it is, where it is, and the words that proved it."""
 
     kind: EvidenceKind
@@ -72,7 +71,7 @@ class Evidence:
 
 
 @dataclass(kw_only=True)
-class Finding:
+class Finding(Record):
     turn: int
     """Ordinal of the flagged turn."""
     anchor: str
@@ -91,7 +90,7 @@ class Finding:
 
 
 @dataclass(kw_only=True)
-class Incident:
+class Incident(Record):
     rule: str
     """The rule's slug, e.g. ``empty-response``."""
     code: str
@@ -117,12 +116,6 @@ class Incident:
         self.evidence, self.evidence_turns = list(self.evidence), list(self.evidence_turns)
         self.facts = list(self.facts)
 
-    def dump(self, *, exclude: frozenset[str] = frozenset()) -> dict[str, Any]:
-        """Every field as plain data (the evidence as dicts, each list a copy), but those in
-        ``exclude``."""
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)
-                if f.name not in exclude}
-
     @staticmethod
     def make_fingerprint(code: str, session_id: str, anchor: str, content: str) -> str:
         """Stable across an append to the transcript and a rerun elsewhere: built from what the
@@ -130,14 +123,6 @@ class Incident:
         turn ordinals, which move when a reader types a record differently, nor from paths."""
         raw = f"{code}\x00{session_id}\x00{anchor}\x00{content}".encode()
         return blake2b(raw, digest_size=8).hexdigest()
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, Evidence):
-        return {f.name: getattr(value, f.name) for f in fields(value)}
-    return value
 
 
 _NOT_CONTENT = frozenset({"ordinal", "line", "file"})
@@ -148,5 +133,5 @@ def record_digest(turn: Turn) -> str:
     """A digest of a turn's content: everything but its ordinal and where it was read from."""
     import orjson
 
-    dump = {k: v for k, v in turn.dump().items() if k not in _NOT_CONTENT}
+    dump = turn.dump(exclude=_NOT_CONTENT)
     return blake2b(orjson.dumps(dump, option=orjson.OPT_SORT_KEYS), digest_size=8).hexdigest()

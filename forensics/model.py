@@ -48,8 +48,9 @@ NO_CONTENT = "(no content)"
 """Claude Code's placeholder for a message with nothing in it; never visible text."""
 
 
-class _Record:
-    """What every record of the model shares: its JSON form.
+class Record:
+    """What every record of the shared types shares: its JSON form (turns here, findings and
+    their evidence in ``forensics.findings``).
 
     Records are slots dataclasses, not pydantic models: a session is tens of thousands of
     them, built several times faster and held in a fraction of the memory
@@ -59,14 +60,16 @@ class _Record:
 
     __slots__ = ()
 
-    def dump(self) -> dict[str, Any]:
-        """The record as JSON-ready data: fields in declaration order, nested records as
-        dicts, lists and dicts copied (what ``forensics turns --format json`` prints)."""
-        return {f.name: _dumped(getattr(self, f.name)) for f in fields(self)}  # type: ignore
+    def dump(self, *, exclude: frozenset[str] = frozenset()) -> dict[str, Any]:
+        """The record as JSON-ready data: fields in declaration order but those in
+        ``exclude``, nested records as dicts, lists and dicts copied (what ``forensics turns
+        --format json`` prints)."""
+        return {f.name: _dumped(getattr(self, f.name)) for f in fields(self)  # type: ignore
+                if f.name not in exclude}
 
 
 def _dumped(value: Any) -> Any:
-    if isinstance(value, _Record):
+    if isinstance(value, Record):
         return value.dump()
     if isinstance(value, list):
         return [_dumped(v) for v in value]
@@ -80,7 +83,7 @@ _record = dataclass(slots=True, kw_only=True)
 
 
 @_record
-class ToolCall(_Record):
+class ToolCall(Record):
     """One tool invocation inside an assistant message."""
 
     call_id: str
@@ -95,13 +98,13 @@ class ToolCall(_Record):
 
 
 @_record
-class ProviderError(_Record):
+class ProviderError(Record):
     name: str
     message: str = ""
 
 
 @_record
-class _TurnBase(_Record):
+class _TurnBase(Record):
     ordinal: int
     anchor: str
     line: int | None = None
@@ -199,7 +202,7 @@ Turn = Union[UserTurn, AssistantTurn, ToolResultTurn, EventTurn]
 
 
 @_record
-class ReadIssue(_Record):
+class ReadIssue(Record):
     """Something in the source that could not be read as expected; scanning went on."""
 
     path: str
@@ -212,7 +215,7 @@ class ReadIssue(_Record):
 
 
 @dataclass(kw_only=True)
-class Session(_Record):
+class Session(Record):
     """One transcript as typed turns, with the navigation helpers rules and reports share.
 
     A plain dataclass (not slots: the indexes below are cached on the instance)."""
