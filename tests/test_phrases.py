@@ -77,3 +77,14 @@ def test_a_bad_pattern_fails_at_first_use_or_at_once_inside_compiled_now() -> No
     assert literal.search("a (unclosed one") and not literal.search("unclosed")
     with compiled_now():
         assert compile_later("(unclosed", literal_if_invalid=True).search("(unclosed")
+
+
+def test_lazy_patterns_hash_and_compare_by_what_they_are_made_of() -> None:
+    # pattern lists are cache keys (``_facts._any_of``): equal makings must be one key, before
+    # and after the first use, and after a round trip through pickle (to batch workers)
+    a, b = compile_later(r"\bpytest\b", re.I), compile_later(r"\bpytest\b", re.I)
+    assert a == b and hash(a) == hash(b)
+    assert a.search("run PYTEST now")  # compiled now; its hash must not move
+    assert hash(a) == hash(b) and len({a, b, pickle.loads(pickle.dumps(b))}) == 1
+    assert compile_later(r"\bpytest\b") != a and compile_later(r"\bjest\b", re.I) != a
+    assert {(a, b): 1}[(compile_later(r"\bpytest\b", re.I),) * 2] == 1

@@ -34,6 +34,9 @@ class LazyPattern:
 
     def __init__(self, source: str, flags: int = 0, *, literal_if_invalid: bool = False) -> None:
         self._source, self._flags, self._literal = source, flags, literal_if_invalid
+        # hashed for every lookup of a pattern list in a cache (``_facts._any_of`` once per
+        # command): the tuple's hash is made once, not on every lookup
+        self._hash = hash((source, flags, literal_if_invalid))
         if _compile_now:
             self._compiled()
 
@@ -63,7 +66,7 @@ class LazyPattern:
             other._source, other._flags, other._literal)
 
     def __hash__(self) -> int:
-        return hash((self._source, self._flags, self._literal))
+        return self._hash
 
     def __repr__(self) -> str:
         return repr(self._compiled())
