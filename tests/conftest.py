@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,10 @@ FIXTURES = REPO / "tests" / "fixtures"
 SHARED = Path(os.environ.get("FORENSICS_SHARED", REPO.parent / "shared"))
 CORPUS = SHARED / "corpus"
 FORMAT_EXAMPLES = SHARED / "docs" / "format-examples"
+
+# The compiled-pattern cache (forensics.analysis.pattern_cache) of the test run, and of every
+# CLI the tests start, is a temporary folder, never the user's ~/.cache.
+os.environ.setdefault("FORENSICS_CACHE_DIR", tempfile.mkdtemp(prefix="forensics-test-cache-"))
 
 needs_shared = pytest.mark.skipif(
     not CORPUS.is_dir(), reason="../shared (corpus and format examples) is not beside the repo"

@@ -48,6 +48,7 @@ from forensics.resources import rules_dir
 from forensics.model import AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn, UserTurn
 from forensics.analysis.params import build as build_params
 from forensics.analysis.phrases import compile_later, phrase_pattern, source_of
+from forensics.analysis import pattern_cache
 from forensics.analysis.params import require_names, resolve_references
 from forensics.analysis.commands import _ASSIGN, Command, Pipeline, normalize, parse, split_pipelines
 from forensics.analysis.commands import words as shell_words
@@ -369,7 +370,13 @@ def needles(pattern: re.Pattern[str]) -> tuple[str, ...] | None:
 def _needles(source: str, flags: int, *, literal_if_invalid: bool = False
              ) -> tuple[str, ...] | None:
     """``needles`` of a pattern's source, read without compiling it (``literal_if_invalid``:
-    a pattern that does not compile is read as its own text, as ``_compile`` takes it)."""
+    a pattern that does not compile is read as its own text, as ``_compile`` takes it); kept
+    between runs by ``pattern_cache``."""
+    return pattern_cache.needles(f"{flags}:{int(literal_if_invalid)}:{source}",
+                                 lambda: _read_needles(source, flags, literal_if_invalid))
+
+
+def _read_needles(source: str, flags: int, literal_if_invalid: bool) -> tuple[str, ...] | None:
     try:
         from re import _constants as c, _parser
 

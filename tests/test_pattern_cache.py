@@ -1,0 +1,139 @@
+"""The compiled-pattern cache (``forensics.analysis.pattern_cache``): a stored pattern is the
+pattern ``re.compile`` makes, and a cache that cannot be used is never an error."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from forensics.analysis import pattern_cache
+from forensics.analysis.ledger import _read_needles, needles
+from forensics.analysis.phrases import LazyPattern, phrase_pattern, source_of
+
+FIXTURE = Path(__file__).parent / "fixtures" / "ingest" / "claude_basic.jsonl"
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("FORENSICS_CACHE_DIR", str(tmp_path / "cache"))
+    pattern_cache.reset()
+    yield tmp_path / "cache"
+    pattern_cache.reset()
+
+
+def _shipped_patterns() -> list[tuple[str, int]]:
+    """(source, flags) of every lazy pattern the rule files' knowledge makes (each rule run
+    once on a fixture builds its parameters)."""
+    import gc
+
+    from forensics.engine import scan_session
+    from forensics.ingest import load
+
+    for session in load(FIXTURE):
+        scan_session(session)
+    found = {source_of(p)[:2]: None for p in gc.get_objects()
+             if isinstance(p, LazyPattern) and not source_of(p)[2]}
+    return list(found)
+
+
+def test_every_shipped_pattern_is_what_re_compile_makes_stored_and_read_back(cache_dir):
+    shipped = _shipped_patterns()
+    assert len(shipped) > 100  # the rule files' knowledge, not a handful
+    made = [pattern_cache.compile(s, f) for s, f in shipped]
+    assert made == [re.compile(s, f) for s, f in shipped]  # equal: same program, flags, text
+    pattern_cache.save()
+    stored = orjson.loads((cache_dir / "patterns.json").read_bytes())
+    (kept,) = stored.values()
+    assert len(kept["patterns"]) >= len(shipped)
+    pattern_cache.reset()
+    again = [pattern_cache.compile(s, f) for s, f in shipped]  # from the file now
+    assert not pattern_cache._state["dirty"]  # nothing was compiled again
+    assert again == made
+    sample = "Uvicorn running on http://127.0.0.1:8000\nall tests pass\nnpm run dev"
+    for a, b in zip(again, made):
+        assert [m.span() for m in a.finditer(sample)] == [m.span() for m in b.finditer(sample)]
+
+
+def test_needles_are_stored_and_read_back(cache_dir):
+    pattern = re.compile(r"\bvite(?!st)(?:\s+(?:dev|serve)\b|\s*$)", re.I | re.M)
+    first = needles(pattern)
+    assert first == ("vite",) == _read_needles(pattern.pattern, pattern.flags, False)
+    pattern_cache.save()
+    pattern_cache.reset()
+    assert needles(pattern) == first and not pattern_cache._state["dirty"]
+    assert needles(re.compile(r"a*")) is None  # no needle is stored as such
+    pattern_cache.save()
+    pattern_cache.reset()
+    assert needles(re.compile(r"a*")) is None and not pattern_cache._state["dirty"]
+
+
+def test_a_bad_pattern_still_raises_and_is_not_stored(cache_dir):
+    with pytest.raises(re.error):
+        pattern_cache.compile(r"(unclosed")
+    assert not pattern_cache._state["dirty"]
+
+
+@pytest.mark.parametrize("content", [b"not json", b"[]", b'{"another python": {}}',
+                                     b'{"x": 1}'])
+def test_a_damaged_or_foreign_file_is_ignored_and_replaced(cache_dir, content):
+    cache_dir.mkdir()
+    (cache_dir / "patterns.json").write_bytes(content)
+    assert pattern_cache.compile(r"\bpytest\b", re.I) == re.compile(r"\bpytest\b", re.I)
+    pattern_cache.save()
+    stored = orjson.loads((cache_dir / "patterns.json").read_bytes())
+    assert list(stored) == [pattern_cache._interpreter()]
+
+
+def test_a_damaged_entry_is_compiled_again(cache_dir):
+    pattern_cache.compile(r"\bjest\b", re.I)
+    pattern_cache.save()
+    path = cache_dir / "patterns.json"
+    data = orjson.loads(path.read_bytes())
+    for entry in next(iter(data.values()))["patterns"].values():
+        entry[1] = [0, 1, 2]  # not a program _sre accepts
+    path.write_bytes(orjson.dumps(data))
+    pattern_cache.reset()
+    assert pattern_cache.compile(r"\bjest\b", re.I) == re.compile(r"\bjest\b", re.I)
+
+
+def test_no_cache_when_the_folder_is_empty_or_cannot_be_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("FORENSICS_CACHE_DIR", "")
+    pattern_cache.reset()
+    assert pattern_cache.cache_file() is None
+    assert pattern_cache.compile(r"\bmake\b") == re.compile(r"\bmake\b")
+    pattern_cache.save()  # nowhere to write: nothing happens
+    blocker = tmp_path / "a-file"
+    blocker.write_text("in the way")
+    monkeypatch.setenv("FORENSICS_CACHE_DIR", str(blocker))  # a file where the folder goes
+    pattern_cache.reset()
+    assert pattern_cache.compile(r"\bcargo\b") == re.compile(r"\bcargo\b")
+    pattern_cache.save()  # an OSError inside: swallowed, no temporary left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+    pattern_cache.reset()
+
+
+def test_the_default_location_follows_xdg(monkeypatch, tmp_path):
+    monkeypatch.delenv("FORENSICS_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert pattern_cache.cache_file() == tmp_path / "forensics" / "patterns.json"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert pattern_cache.cache_file() == tmp_path / "home" / ".cache" / "forensics" / \
+        "patterns.json"
+
+
+def test_a_phrase_list_makes_the_same_pattern_in_every_process():
+    # the cache keys on the pattern's text: set order (string hashing) must not change it
+    words = ["tests pass", "all good", "it works", "complete!", "funciona", "通过了", "done"]
+    code = ("import sys; from forensics.analysis.phrases import phrase_pattern; "
+            f"print(phrase_pattern({words!r}).pattern)")
+    texts = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+                            check=True).stdout for seed in (1, 2, 3, 4)}
+    assert texts == {phrase_pattern(words).pattern + "\n"}
