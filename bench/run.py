@@ -204,7 +204,9 @@ def startup(small: str) -> dict:
     The package's bytecode is compiled first, as an installed package has it (pip compiles it
     at install, Python at the first import): where ``PYTHONDONTWRITEBYTECODE`` is set and the
     checkout has no ``__pycache__``, every run would compile all the modules it imports from
-    source (about 50 ms of a small scan), which is Python's compiler, not forensics."""
+    source (about 50 ms of a small scan), which is Python's compiler, not forensics. Likewise
+    the rules' compiled patterns (``forensics.analysis.pattern_cache``): a first run fills the
+    cache when it is empty, as a user's first run does, and the best of five is a later one."""
     import compileall
     import importlib.util
 
