@@ -341,7 +341,7 @@ class PhraseGate:
             all(map(holds, pieces)) for pieces in self.several)
 
 
-_WORD_RUN = re.compile(r"[\w-]+")
+_WORD_RUN = pattern_cache.compile(r"[\w-]+")
 
 
 def _stands_alone(name: str, text: str, runs: set[str]) -> bool:
@@ -449,7 +449,7 @@ def _any_word(words: tuple[str, ...] | None, text: str) -> bool:
     return any(map(_fold_case(text).__contains__, words))
 
 
-_LONE_AMP = re.compile(r"(?<![&>|])&(?![&>])")
+_LONE_AMP = pattern_cache.compile(r"(?<![&>|])&(?![&>])")
 
 PARAM_NAMES = frozenset({
     "server_commands", "default_ports", "background_markers", "gui_launchers", "short_commands",
@@ -1433,7 +1433,7 @@ def _assignments(script: str) -> dict[str, tuple[str, Any]]:
     return out
 
 
-_CODE_STDIN = re.compile(r"write_stdin\(\s*(\{.*?\})\s*\)", re.S)
+_CODE_STDIN = pattern_cache.compile(r"write_stdin\(\s*(\{.*?\})\s*\)", re.S)
 
 
 def _code_mode_stdin(code: str) -> list[tuple[str, str]]:
