@@ -205,7 +205,7 @@ def startup(small: str) -> dict:
     at install, Python at the first import): where ``PYTHONDONTWRITEBYTECODE`` is set and the
     checkout has no ``__pycache__``, every run would compile all the modules it imports from
     source (about 50 ms of a small scan), which is Python's compiler, not forensics. Likewise
-    the rules' compiled patterns (``forensics.analysis.pattern_cache``): a first run fills the
+    the rules' compiled patterns (``forensics.knowledge_cache``): a first run fills the
     cache when it is empty, as a user's first run does, and the best of five is a later one."""
     import compileall
     import importlib.util

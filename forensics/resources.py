@@ -42,11 +42,15 @@ def read_rule_file(path: Path, *, cases: bool = False) -> dict[str, Any]:
     """A rule file's TOML (``tomllib.TOMLDecodeError`` if it is not), without its
     ``[[covered]]`` records unless ``cases``: they are about half of every file, and only the
     tests of the rule cases read them, never a scan. They come after everything else, so the
-    text before the first one is the rest of the file, line numbers and all."""
+    text before the first one is the rest of the file, line numbers and all. That text's
+    parse is kept between runs (``forensics.knowledge_cache``)."""
     text = path.read_text(encoding="utf-8")
-    if not cases:
-        text = text[:text.find(RULE_CASES_HEADER) + 1 or len(text)]
-    return tomllib.loads(text)
+    if cases:
+        return tomllib.loads(text)
+    from forensics import knowledge_cache
+
+    return knowledge_cache.rule_file(text[:text.find(RULE_CASES_HEADER) + 1 or len(text)],
+                                     tomllib.loads)
 
 
 def templates_dir() -> Path:

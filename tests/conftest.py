@@ -14,7 +14,7 @@ SHARED = Path(os.environ.get("FORENSICS_SHARED", REPO.parent / "shared"))
 CORPUS = SHARED / "corpus"
 FORMAT_EXAMPLES = SHARED / "docs" / "format-examples"
 
-# The compiled-pattern cache (forensics.analysis.pattern_cache) of the test run, and of every
+# The compiled-pattern cache (forensics.knowledge_cache) of the test run, and of every
 # CLI the tests start, is a temporary folder, never the user's ~/.cache.
 os.environ.setdefault("FORENSICS_CACHE_DIR", tempfile.mkdtemp(prefix="forensics-test-cache-"))
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from forensics.analysis import pattern_cache
+from forensics import knowledge_cache
 from forensics.analysis.shell import Pipeline, split_commands, split_pipelines
 
 WRAPPERS = frozenset({"nohup", "setsid", "exec", "time", "command", "builtin", "stdbuf",
@@ -27,9 +27,9 @@ WRAPPERS = frozenset({"nohup", "setsid", "exec", "time", "command", "builtin", "
 """Programs that run the next word as the real command (their options skipped)."""
 _DETACHING = frozenset({"setsid", "disown"})  # out of the process group (nohup is not)
 _WITH_OPTIONS = frozenset({"setsid", "stdbuf", "xvfb-run"})
-_ASSIGN = pattern_cache.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_REDIRECT = pattern_cache.compile(r"^(?:\d*|&)>>?(?:&\d+|&-)?$|^(?:\d*|&)>>?\S+$|^\d*<\S*$|^<<<?$|^\d*>&\d+$")
-_LOG_TOKEN = pattern_cache.compile(r"\.(?:log|out|err)$", re.I)
+_ASSIGN = knowledge_cache.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_REDIRECT = knowledge_cache.compile(r"^(?:\d*|&)>>?(?:&\d+|&-)?$|^(?:\d*|&)>>?\S+$|^\d*<\S*$|^<<<?$|^\d*>&\d+$")
+_LOG_TOKEN = knowledge_cache.compile(r"\.(?:log|out|err)$", re.I)
 
 
 @dataclass(frozen=True)
@@ -88,11 +88,11 @@ def words(text: str) -> tuple[list[str], bool]:
         return text.split(), False
 
 
-_BLANK_SEPARATED = pattern_cache.compile(r"[^ \t\r\n]+")
-_QUOTING = pattern_cache.compile(r"['\"\\]")
-_PIECE = pattern_cache.compile(r"""[^ \t\r\n'"\\]+|\\(.)|'([^']*)'|"((?:[^"\\]|\\.)*)"|([ \t\r\n]+)""",
+_BLANK_SEPARATED = knowledge_cache.compile(r"[^ \t\r\n]+")
+_QUOTING = knowledge_cache.compile(r"['\"\\]")
+_PIECE = knowledge_cache.compile(r"""[^ \t\r\n'"\\]+|\\(.)|'([^']*)'|"((?:[^"\\]|\\.)*)"|([ \t\r\n]+)""",
                     re.S)
-_IN_DOUBLE_QUOTES = pattern_cache.compile(r"\\(.)", re.S)
+_IN_DOUBLE_QUOTES = knowledge_cache.compile(r"\\(.)", re.S)
 
 
 def shell_words(text: str) -> list[str]:
@@ -140,7 +140,7 @@ def _unescape_in_double_quotes(escape: re.Match[str]) -> str:
     return char if char in '"\\' else escape.group(0)
 
 
-_CMD_START = pattern_cache.compile(r'^\s*start\s+(?:/[A-Za-z]+(?::\S+)?\s+)*"([^"]*)"\s+'
+_CMD_START = knowledge_cache.compile(r'^\s*start\s+(?:/[A-Za-z]+(?::\S+)?\s+)*"([^"]*)"\s+'
                         r'(?:/[A-Za-z]+(?::\S+)?\s+)*(?=\S)', re.I)
 """cmd.exe's ``start "window title" [/flags] program …``: the program after the title runs in
 a window of its own, and the command returns at once (a detached launch)."""

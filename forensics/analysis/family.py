@@ -14,11 +14,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from forensics.analysis import pattern_cache
+from forensics import knowledge_cache
 from forensics.errors import ForensicsError
 from forensics.model import Session, ToolCall, ToolResultTurn
 
-_AGENT_ID = pattern_cache.compile(r"\bagentId:\s*([A-Za-z0-9_-]{4,64})\b")
+_AGENT_ID = knowledge_cache.compile(r"\bagentId:\s*([A-Za-z0-9_-]{4,64})\b")
 
 
 def child_session(parent: Session, call: ToolCall, result: ToolResultTurn) -> Session | None:

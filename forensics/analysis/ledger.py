@@ -48,7 +48,7 @@ from forensics.resources import rules_dir
 from forensics.model import AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn, UserTurn
 from forensics.analysis.params import build as build_params
 from forensics.analysis.phrases import compile_later, phrase_pattern, source_of
-from forensics.analysis import pattern_cache
+from forensics import knowledge_cache
 from forensics.analysis.params import require_names, resolve_references
 from forensics.analysis.commands import _ASSIGN, Command, Pipeline, normalize, parse, split_pipelines
 from forensics.analysis.commands import words as shell_words
@@ -341,7 +341,7 @@ class PhraseGate:
             all(map(holds, pieces)) for pieces in self.several)
 
 
-_WORD_RUN = pattern_cache.compile(r"[\w-]+")
+_WORD_RUN = knowledge_cache.compile(r"[\w-]+")
 
 
 def _stands_alone(name: str, text: str, runs: set[str]) -> bool:
@@ -371,8 +371,8 @@ def _needles(source: str, flags: int, *, literal_if_invalid: bool = False
              ) -> tuple[str, ...] | None:
     """``needles`` of a pattern's source, read without compiling it (``literal_if_invalid``:
     a pattern that does not compile is read as its own text, as ``_compile`` takes it); kept
-    between runs by ``pattern_cache``."""
-    return pattern_cache.needles(f"{flags}:{int(literal_if_invalid)}:{source}",
+    between runs by ``knowledge_cache``."""
+    return knowledge_cache.needles(f"{flags}:{int(literal_if_invalid)}:{source}",
                                  lambda: _read_needles(source, flags, literal_if_invalid))
 
 
@@ -449,7 +449,7 @@ def _any_word(words: tuple[str, ...] | None, text: str) -> bool:
     return any(map(_fold_case(text).__contains__, words))
 
 
-_LONE_AMP = pattern_cache.compile(r"(?<![&>|])&(?![&>])")
+_LONE_AMP = knowledge_cache.compile(r"(?<![&>|])&(?![&>])")
 
 PARAM_NAMES = frozenset({
     "server_commands", "default_ports", "background_markers", "gui_launchers", "short_commands",
@@ -1433,7 +1433,7 @@ def _assignments(script: str) -> dict[str, tuple[str, Any]]:
     return out
 
 
-_CODE_STDIN = pattern_cache.compile(r"write_stdin\(\s*(\{.*?\})\s*\)", re.S)
+_CODE_STDIN = knowledge_cache.compile(r"write_stdin\(\s*(\{.*?\})\s*\)", re.S)
 
 
 def _code_mode_stdin(code: str) -> list[tuple[str, str]]:

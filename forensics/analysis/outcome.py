@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Literal
 
-from forensics.analysis import pattern_cache
+from forensics import knowledge_cache
 from forensics.analysis.knowledge import shared
 from forensics.analysis.phrases import compile_later
 from forensics.analysis.text import edges, shorten
@@ -145,8 +145,8 @@ def _telling() -> re.Pattern[str] | None:
     return any_of(shared()["telling_patterns"])
 
 
-_REMINDER = pattern_cache.compile(r"<system-reminder>.*?(?:</system-reminder>|\Z)", re.S)
-_TAG_ONLY = pattern_cache.compile(r"^\s*</?[\w:-]+>\s*$")  # harness wrappers such as </shell_metadata>
+_REMINDER = knowledge_cache.compile(r"<system-reminder>.*?(?:</system-reminder>|\Z)", re.S)
+_TAG_ONLY = knowledge_cache.compile(r"^\s*</?[\w:-]+>\s*$")  # harness wrappers such as </shell_metadata>
 
 
 def telling_lines(text: str, limit: int = 3, *, fallback: int | None = None) -> list[str]:

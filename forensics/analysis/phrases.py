@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, cast
 
-from forensics.analysis import pattern_cache
+from forensics import knowledge_cache
 
 _PATTERN_API = ("search", "match", "fullmatch", "finditer", "findall", "sub", "subn", "split",
                 "scanner", "pattern", "flags", "groups", "groupindex")
@@ -44,11 +44,11 @@ class LazyPattern:
 
     def _compiled(self) -> re.Pattern[str]:
         try:
-            compiled = pattern_cache.compile(self._source, self._flags)
+            compiled = knowledge_cache.compile(self._source, self._flags)
         except re.error:
             if not self._literal:
                 raise
-            compiled = pattern_cache.compile(re.escape(self._source), self._flags)
+            compiled = knowledge_cache.compile(re.escape(self._source), self._flags)
         for name in _PATTERN_API:
             setattr(self, name, getattr(compiled, name))
         return compiled
@@ -111,7 +111,7 @@ def phrase_pattern(words: Iterable[str], *, prefix: bool = False,
     start of the text."""
     alts = []
     # longest first; equal lengths in text order, so a list makes the same pattern in every
-    # process (set order varies with string hashing; ``pattern_cache`` keys on the text)
+    # process (set order varies with string hashing; ``knowledge_cache`` keys on the text)
     for w in sorted({w for w in words if w.strip()}, key=lambda w: (-len(w), w)):
         esc = re.escape(w.lower()).replace(r"\ ", r"\s+")
         if w.isascii() and w[:1].isalnum():

@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass
 from functools import lru_cache
 
-from forensics.analysis import pattern_cache
+from forensics import knowledge_cache
 from forensics.model import ToolCall
 
 
@@ -26,7 +26,7 @@ class Pipeline:
     background: bool = False
 
 
-_HEREDOC = pattern_cache.compile(r"<<-?\s*(['\"]?)([A-Za-z_][\w-]*)\1")
+_HEREDOC = knowledge_cache.compile(r"<<-?\s*(['\"]?)([A-Za-z_][\w-]*)\1")
 
 
 def _strip_heredocs(script: str) -> str:
@@ -57,7 +57,7 @@ def split_pipelines(script: str) -> list[Pipeline]:
     return _walk(script)
 
 
-_SEPARATING = pattern_cache.compile(r"[;&|\n'\"`\\$#]")
+_SEPARATING = knowledge_cache.compile(r"[;&|\n'\"`\\$#]")
 """The characters ``_walk`` acts on: separators, quotes, escapes, ``$(``, comments (a
 heredoc needs a new line)."""
 
@@ -142,7 +142,7 @@ def _walk(script: str) -> list[Pipeline]:
     return pipes
 
 
-_KEYWORDS = pattern_cache.compile(r"^(?:(?:if|elif|while|until|then|do|else|!|time)\s+)+")
+_KEYWORDS = knowledge_cache.compile(r"^(?:(?:if|elif|while|until|then|do|else|!|time)\s+)+")
 
 
 def _trim_grouping(chunk: str) -> str:
@@ -194,8 +194,8 @@ def _split_pipe(text: str) -> list[str]:
     return parts
 
 
-_SHELLISH = pattern_cache.compile(r"bash|shell|exec|powershell|pwsh|terminal|command|cmd|monitor", re.I)
-_CODE_MODE = pattern_cache.compile(r"exec_command\(\s*(\{.*?\})\s*\)", re.S)
+_SHELLISH = knowledge_cache.compile(r"bash|shell|exec|powershell|pwsh|terminal|command|cmd|monitor", re.I)
+_CODE_MODE = knowledge_cache.compile(r"exec_command\(\s*(\{.*?\})\s*\)", re.S)
 
 
 FILE_KEYS = ("file_path", "filePath", "path", "absolute_path", "filename", "notebook_path")

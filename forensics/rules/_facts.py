@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from forensics.analysis import pattern_cache
+from forensics import knowledge_cache
 from forensics.analysis import Run, analysis_of
 from forensics.model import AssistantTurn, Session, ToolCall, ToolResultTurn, Turn, UserTurn
 from forensics.analysis.phrases import compile_later
@@ -21,7 +21,7 @@ from forensics.analysis.shell import FILE_KEYS, command_of, split_commands
 # -- words ------------------------------------------------------------------------------------
 
 
-_LEAD = pattern_cache.compile(r"^[\s>*_`'\"“”‘’«»(\[@#-]+")
+_LEAD = knowledge_cache.compile(r"^[\s>*_`'\"“”‘’«»(\[@#-]+")
 
 
 def opening(text: str, size: int = 120) -> str:
@@ -29,7 +29,7 @@ def opening(text: str, size: int = 120) -> str:
     return _LEAD.sub("", text.strip()[:size].lower())
 
 
-_QUESTION_END = pattern_cache.compile(r"[?？]\s*[)\]*_`'\"]*\s*$")
+_QUESTION_END = knowledge_cache.compile(r"[?？]\s*[)\]*_`'\"]*\s*$")
 
 
 SIGN_OFF_CHARS = 100
@@ -127,8 +127,8 @@ def normalized_command(command: str) -> str:
     return " ; ".join(" ".join(c.tokens) for c in parse_script(command) if c.tokens)
 
 
-_DIGITS = pattern_cache.compile(r"\d+")
-_HEX = pattern_cache.compile(r"\b0x[0-9a-f]+\b|\b[0-9a-f]{8,}\b", re.I)
+_DIGITS = knowledge_cache.compile(r"\d+")
+_HEX = knowledge_cache.compile(r"\b0x[0-9a-f]+\b|\b[0-9a-f]{8,}\b", re.I)
 
 
 def failure_kind(result: ToolResultTurn, error_line: re.Pattern[str]) -> str:
@@ -207,7 +207,7 @@ def _any_of(patterns: tuple[re.Pattern[str], ...]) -> _AnyOf:
     return _AnyOf(patterns)
 
 
-_GROUP_NUMBER = pattern_cache.compile(r"\\\d|\(\?\(")
+_GROUP_NUMBER = knowledge_cache.compile(r"\\\d|\(\?\(")
 
 
 def _alternation(patterns: list[re.Pattern[str]]) -> tuple[re.Pattern[str], ...]:
@@ -232,14 +232,14 @@ def _anchored(pattern: re.Pattern[str]) -> bool:
         _constants.AT_BEGINNING, _constants.AT_BEGINNING_STRING)
 
 
-_RUNNER = pattern_cache.compile(r"^(?:npx|bunx|pnpx|pnpm\s+(?:exec|dlx)|yarn\s+(?:exec|dlx)|pnpm|yarn|bun"
+_RUNNER = knowledge_cache.compile(r"^(?:npx|bunx|pnpx|pnpm\s+(?:exec|dlx)|yarn\s+(?:exec|dlx)|pnpm|yarn|bun"
                      r"|poetry\s+run|uv\s+run|pipenv\s+run|pdm\s+run|bundle\s+exec)\s+(?:--\S+\s+)*")
 """A package runner in front of the tool it runs (``pnpm vitest``, ``uv run pytest``)."""
 
-_PATCH_FILE = pattern_cache.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", re.M)
-_REDIRECT_TARGET = pattern_cache.compile(r"(?<![<>&\d=-])>>?\s*([^\s;&|>()'\"]+)")
-_SED_I = pattern_cache.compile(r"^sed\s+-i")
-_SED_INPLACE = pattern_cache.compile(r"\bsed\s+-i\S*\s+.*?(\S+)\s*$")
+_PATCH_FILE = knowledge_cache.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", re.M)
+_REDIRECT_TARGET = knowledge_cache.compile(r"(?<![<>&\d=-])>>?\s*([^\s;&|>()'\"]+)")
+_SED_I = knowledge_cache.compile(r"^sed\s+-i")
+_SED_INPLACE = knowledge_cache.compile(r"\bsed\s+-i\S*\s+.*?(\S+)\s*$")
 
 
 def edited_files(call: ToolCall, edit_tools: frozenset[str]) -> list[str] | None:

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 import orjson
 
-from forensics.analysis import pattern_cache
+from forensics import knowledge_cache
 from forensics.analysis import OutcomeRules, analysis_of, user_stopped
 from forensics.analysis.commands import program
 from forensics.analysis.outcome import any_of as _any_of
@@ -44,11 +44,11 @@ from forensics.model import (AssistantTurn, EventTurn, Session, ToolCall, ToolRe
                              UserTurn)
 from forensics.rules import rule
 
-_PATH = pattern_cache.compile(r"(?:[A-Za-z]:)?[\w.~-]*[/\\][\w./\\@+-]+")
-_QUOTED = pattern_cache.compile(r"[`'\"“‘]([^`'\"”’\n]{3,80})[`'\"”’]")
-_NAMES = pattern_cache.compile(r"\b[A-Z][A-Za-z]*(?:Error|Exception|Exit|Fault)\b|\bE[A-Z][A-Z_]{2,}\b"
+_PATH = knowledge_cache.compile(r"(?:[A-Za-z]:)?[\w.~-]*[/\\][\w./\\@+-]+")
+_QUOTED = knowledge_cache.compile(r"[`'\"“‘]([^`'\"”’\n]{3,80})[`'\"”’]")
+_NAMES = knowledge_cache.compile(r"\b[A-Z][A-Za-z]*(?:Error|Exception|Exit|Fault)\b|\bE[A-Z][A-Z_]{2,}\b"
                     r"|\b[A-Z]{1,4}\d{3,5}\b")
-_MODULE = pattern_cache.compile(r"No module named ['\"]?([\w.]+)|Cannot find module ['\"]([^'\"]+)"
+_MODULE = knowledge_cache.compile(r"No module named ['\"]?([\w.]+)|Cannot find module ['\"]([^'\"]+)"
                      r"|command not found: (\S+)|(\S+): command not found")
 @rule("FX003")
 def ignored_tool_error(session: Session, params: IgnoredToolErrorParams) -> Iterator[Finding]:
@@ -341,11 +341,11 @@ class _Facts:
         return any(re.search(rf"(?<!\d){p}(?!\d)", blob) for p in self.ports)
 
 
-_HTTP_STATUS = pattern_cache.compile(r"(?i)\b(?:HTTP(?:/[\d.]+)?|status(?: code)?)\s*:?\s*([1-5]\d\d)\b")
-_URL = pattern_cache.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.I)
-_PORT = pattern_cache.compile(r"(?:port\s+|:)(\d{4,5})\b", re.I)
-_NAME_LIKE = pattern_cache.compile(r"[A-Z_./\\:-]|\d|[a-z][A-Z]")
-_WORD = pattern_cache.compile(r"[^\W\d_]{2,}")
+_HTTP_STATUS = knowledge_cache.compile(r"(?i)\b(?:HTTP(?:/[\d.]+)?|status(?: code)?)\s*:?\s*([1-5]\d\d)\b")
+_URL = knowledge_cache.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.I)
+_PORT = knowledge_cache.compile(r"(?:port\s+|:)(\d{4,5})\b", re.I)
+_NAME_LIKE = knowledge_cache.compile(r"[A-Z_./\\:-]|\d|[a-z][A-Z]")
+_WORD = knowledge_cache.compile(r"[^\W\d_]{2,}")
 
 
 def _error_lines(result: ToolResultTurn, k: IgnoredToolErrorParams) -> list[str]:
@@ -405,7 +405,7 @@ def _own_targets(call: ToolCall | None, k: IgnoredToolErrorParams) -> set[str]:
 
 
 _PATH_KEYS = (*FILE_KEYS, "url")  # a fetch tool's target is its URL
-_ASSIGNMENT = pattern_cache.compile(r"^[A-Za-z_][\w.-]*=")
+_ASSIGNMENT = knowledge_cache.compile(r"^[A-Za-z_][\w.-]*=")
 
 
 def _slashes(text: str) -> str:

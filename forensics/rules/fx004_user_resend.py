@@ -18,7 +18,7 @@ from functools import cache
 from itertools import pairwise
 from typing import Any, ClassVar, Literal
 
-from forensics.analysis import pattern_cache
+from forensics import knowledge_cache
 from forensics.analysis import STOP_EVENTS, analysis_of
 from forensics.analysis.text import shorten
 from forensics.findings import Evidence, Finding
@@ -29,7 +29,7 @@ from forensics.analysis.phrases import compile_later
 
 ReplyStatus = Literal["none", "aborted", "error", "empty", "failed", "ok"]
 BAD = frozenset({"error", "empty", "failed"})
-_PUNCT = pattern_cache.compile(r"[\s\.\!\?。！？，,…~]+$")
+_PUNCT = knowledge_cache.compile(r"[\s\.\!\?。！？，,…~]+$")
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ def _bare(text: str) -> str:
 
 _LATIN_OR_CYRILLIC_MARKS = "".join(
     chr(c) for c in range(0x300, 0x370) if unicodedata.combining(chr(c)))
-_LATIN_OR_CYRILLIC_MARK = pattern_cache.compile("[%s]" % _LATIN_OR_CYRILLIC_MARKS)
+_LATIN_OR_CYRILLIC_MARK = knowledge_cache.compile("[%s]" % _LATIN_OR_CYRILLIC_MARKS)
 """Accents to fold are Latin and Cyrillic ones (the combining marks of U+0300-U+036F; the
 grapheme joiner there is not one); Korean, Japanese and Indic marks stay."""
 _PUNCT_CHARS = " .!?。！？，,…~"
@@ -313,8 +313,8 @@ def _reports_new_error(earlier: str, later: str, error_paste: re.Pattern[str]) -
     return False
 
 
-_IDENTIFIER = pattern_cache.compile(r"[\w][\w.:/@-]*[\w]")
-_NAMING = pattern_cache.compile(r"(?=.*[^\W\d_])(?:.*_|.*[a-z][A-Z]|.*[^\W\d_].*\d|.*\d.*[^\W\d_])")
+_IDENTIFIER = knowledge_cache.compile(r"[\w][\w.:/@-]*[\w]")
+_NAMING = knowledge_cache.compile(r"(?=.*[^\W\d_])(?:.*_|.*[a-z][A-Z]|.*[^\W\d_].*\d|.*\d.*[^\W\d_])")
 """An identifier names something: it holds a letter and an underscore, an inner capital or a
 digit (``employee_id``, ``sortSites``, ``weekly.xml:17``); plain words and bare numbers do not."""
 

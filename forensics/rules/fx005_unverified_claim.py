@@ -23,7 +23,7 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from forensics.analysis import pattern_cache
+from forensics import knowledge_cache
 from forensics.analysis.outcome import telling_lines
 from forensics.findings import Evidence, Finding
 from forensics.model import AssistantTurn, EventTurn, Session, ToolResultTurn, UserTurn
@@ -41,10 +41,10 @@ from forensics.rules._facts import (
 from forensics.analysis.shell import split_commands
 from forensics.analysis.text import shorten
 
-_CODE_BLOCK = pattern_cache.compile(r"```.*?```", re.S)
-_BOUNDARY = pattern_cache.compile(r"[.!?](?=\s|$)|[。！？\n]")
+_CODE_BLOCK = knowledge_cache.compile(r"```.*?```", re.S)
+_BOUNDARY = knowledge_cache.compile(r"[.!?](?=\s|$)|[。！？\n]")
 """Where a sentence ends: a full stop before a space (not the one in ``main.rs``), CJK stops."""
-_QUOTED_LINES = pattern_cache.compile(r"^\s*>.*$", re.M)
+_QUOTED_LINES = knowledge_cache.compile(r"^\s*>.*$", re.M)
 """Blockquotes: text the assistant drafted or quoted for the user, not its own claims."""
 
 

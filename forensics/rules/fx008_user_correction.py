@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from forensics.analysis import pattern_cache
+from forensics import knowledge_cache
 from forensics.findings import Evidence, Finding
 from forensics.model import AssistantTurn, Session, UserTurn
 from forensics.analysis.phrases import cached_phrase_pattern
@@ -34,7 +34,7 @@ from forensics.rules._facts import (
 from forensics.analysis.shell import split_commands
 from forensics.analysis.text import shorten
 
-_WORD = pattern_cache.compile(r"[\w./-]{4,}")
+_WORD = knowledge_cache.compile(r"[\w./-]{4,}")
 _STOP = frozenset({"that", "this", "with", "from", "have", "what", "when", "then", "there",
                    "they", "will", "just", "your", "into", "about", "it's", "didn't", "don't",
                    "doesn't", "should", "would", "could", "first", "again", "please", "still",

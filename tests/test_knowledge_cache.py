@@ -1,4 +1,4 @@
-"""The compiled-pattern cache (``forensics.analysis.pattern_cache``): a stored pattern is the
+"""The compiled-pattern cache (``forensics.knowledge_cache``): a stored pattern is the
 pattern ``re.compile`` makes, and a cache that cannot be used is never an error."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from forensics.analysis import pattern_cache
+from forensics import knowledge_cache
 from forensics.analysis.ledger import _read_needles, needles
 from forensics.analysis.phrases import LazyPattern, phrase_pattern, source_of
 
@@ -22,9 +22,9 @@ FIXTURE = Path(__file__).parent / "fixtures" / "ingest" / "claude_basic.jsonl"
 @pytest.fixture
 def cache_dir(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("FORENSICS_CACHE_DIR", str(tmp_path / "cache"))
-    pattern_cache.reset()
+    knowledge_cache.reset()
     yield tmp_path / "cache"
-    pattern_cache.reset()
+    knowledge_cache.reset()
 
 
 def _shipped_patterns() -> list[tuple[str, int]]:
@@ -45,15 +45,15 @@ def _shipped_patterns() -> list[tuple[str, int]]:
 def test_every_shipped_pattern_is_what_re_compile_makes_stored_and_read_back(cache_dir):
     shipped = _shipped_patterns()
     assert len(shipped) > 100  # the rule files' knowledge, not a handful
-    made = [pattern_cache.compile(s, f) for s, f in shipped]
+    made = [knowledge_cache.compile(s, f) for s, f in shipped]
     assert made == [re.compile(s, f) for s, f in shipped]  # equal: same program, flags, text
-    pattern_cache.save()
-    stored = orjson.loads((cache_dir / "patterns.json").read_bytes())
+    knowledge_cache.save()
+    stored = orjson.loads((cache_dir / "knowledge.json").read_bytes())
     (kept,) = stored.values()
     assert len(kept["patterns"]) >= len(shipped)
-    pattern_cache.reset()
-    again = [pattern_cache.compile(s, f) for s, f in shipped]  # from the file now
-    assert not pattern_cache._state["dirty"]  # nothing was compiled again
+    knowledge_cache.reset()
+    again = [knowledge_cache.compile(s, f) for s, f in shipped]  # from the file now
+    assert not knowledge_cache._state["dirty"]  # nothing was compiled again
     assert again == made
     sample = "Uvicorn running on http://127.0.0.1:8000\nall tests pass\nnpm run dev"
     for a, b in zip(again, made):
@@ -64,68 +64,68 @@ def test_needles_are_stored_and_read_back(cache_dir):
     pattern = re.compile(r"\bvite(?!st)(?:\s+(?:dev|serve)\b|\s*$)", re.I | re.M)
     first = needles(pattern)
     assert first == ("vite",) == _read_needles(pattern.pattern, pattern.flags, False)
-    pattern_cache.save()
-    pattern_cache.reset()
-    assert needles(pattern) == first and not pattern_cache._state["dirty"]
+    knowledge_cache.save()
+    knowledge_cache.reset()
+    assert needles(pattern) == first and not knowledge_cache._state["dirty"]
     assert needles(re.compile(r"a*")) is None  # no needle is stored as such
-    pattern_cache.save()
-    pattern_cache.reset()
-    assert needles(re.compile(r"a*")) is None and not pattern_cache._state["dirty"]
+    knowledge_cache.save()
+    knowledge_cache.reset()
+    assert needles(re.compile(r"a*")) is None and not knowledge_cache._state["dirty"]
 
 
 def test_a_bad_pattern_still_raises_and_is_not_stored(cache_dir):
     with pytest.raises(re.error):
-        pattern_cache.compile(r"(unclosed")
-    assert not pattern_cache._state["dirty"]
+        knowledge_cache.compile(r"(unclosed")
+    assert not knowledge_cache._state["dirty"]
 
 
 @pytest.mark.parametrize("content", [b"not json", b"[]", b'{"another python": {}}',
                                      b'{"x": 1}'])
 def test_a_damaged_or_foreign_file_is_ignored_and_replaced(cache_dir, content):
     cache_dir.mkdir()
-    (cache_dir / "patterns.json").write_bytes(content)
-    assert pattern_cache.compile(r"\bpytest\b", re.I) == re.compile(r"\bpytest\b", re.I)
-    pattern_cache.save()
-    stored = orjson.loads((cache_dir / "patterns.json").read_bytes())
-    assert list(stored) == [pattern_cache._interpreter()]
+    (cache_dir / "knowledge.json").write_bytes(content)
+    assert knowledge_cache.compile(r"\bpytest\b", re.I) == re.compile(r"\bpytest\b", re.I)
+    knowledge_cache.save()
+    stored = orjson.loads((cache_dir / "knowledge.json").read_bytes())
+    assert list(stored) == [knowledge_cache._interpreter()]
 
 
 def test_a_damaged_entry_is_compiled_again(cache_dir):
-    pattern_cache.compile(r"\bjest\b", re.I)
-    pattern_cache.save()
-    path = cache_dir / "patterns.json"
+    knowledge_cache.compile(r"\bjest\b", re.I)
+    knowledge_cache.save()
+    path = cache_dir / "knowledge.json"
     data = orjson.loads(path.read_bytes())
     for entry in next(iter(data.values()))["patterns"].values():
         entry[1] = [0, 1, 2]  # not a program _sre accepts
     path.write_bytes(orjson.dumps(data))
-    pattern_cache.reset()
-    assert pattern_cache.compile(r"\bjest\b", re.I) == re.compile(r"\bjest\b", re.I)
+    knowledge_cache.reset()
+    assert knowledge_cache.compile(r"\bjest\b", re.I) == re.compile(r"\bjest\b", re.I)
 
 
 def test_no_cache_when_the_folder_is_empty_or_cannot_be_written(tmp_path, monkeypatch):
     monkeypatch.setenv("FORENSICS_CACHE_DIR", "")
-    pattern_cache.reset()
-    assert pattern_cache.cache_file() is None
-    assert pattern_cache.compile(r"\bmake\b") == re.compile(r"\bmake\b")
-    pattern_cache.save()  # nowhere to write: nothing happens
+    knowledge_cache.reset()
+    assert knowledge_cache.cache_file() is None
+    assert knowledge_cache.compile(r"\bmake\b") == re.compile(r"\bmake\b")
+    knowledge_cache.save()  # nowhere to write: nothing happens
     blocker = tmp_path / "a-file"
     blocker.write_text("in the way")
     monkeypatch.setenv("FORENSICS_CACHE_DIR", str(blocker))  # a file where the folder goes
-    pattern_cache.reset()
-    assert pattern_cache.compile(r"\bcargo\b") == re.compile(r"\bcargo\b")
-    pattern_cache.save()  # an OSError inside: swallowed, no temporary left
+    knowledge_cache.reset()
+    assert knowledge_cache.compile(r"\bcargo\b") == re.compile(r"\bcargo\b")
+    knowledge_cache.save()  # an OSError inside: swallowed, no temporary left
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
-    pattern_cache.reset()
+    knowledge_cache.reset()
 
 
 def test_the_default_location_follows_xdg(monkeypatch, tmp_path):
     monkeypatch.delenv("FORENSICS_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert pattern_cache.cache_file() == tmp_path / "forensics" / "patterns.json"
+    assert knowledge_cache.cache_file() == tmp_path / "forensics" / "knowledge.json"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert pattern_cache.cache_file() == tmp_path / "home" / ".cache" / "forensics" / \
-        "patterns.json"
+    assert knowledge_cache.cache_file() == tmp_path / "home" / ".cache" / "forensics" / \
+        "knowledge.json"
 
 
 def test_a_phrase_list_makes_the_same_pattern_in_every_process():
@@ -137,3 +137,45 @@ def test_a_phrase_list_makes_the_same_pattern_in_every_process():
                             env={**os.environ, "PYTHONHASHSEED": str(seed)},
                             check=True).stdout for seed in (1, 2, 3, 4)}
     assert texts == {phrase_pattern(words).pattern + "\n"}
+
+
+def test_a_rule_file_is_parsed_once_and_read_back_as_a_new_copy(cache_dir):
+    import tomllib
+
+    from forensics.resources import read_rule_file, rules_dir
+
+    path = next(p for p in sorted(rules_dir().glob("FX*.toml"))
+                if "\n[[covered]]\n" in p.read_text(encoding="utf-8"))
+    first = read_rule_file(path)
+    assert knowledge_cache._state["dirty"]
+    knowledge_cache.save()
+    knowledge_cache.reset()
+    calls = []
+    text = path.read_text(encoding="utf-8")
+    text = text[:text.find("\n[[covered]]\n") + 1 or len(text)]
+    again = knowledge_cache.rule_file(text, lambda t: calls.append(t) or tomllib.loads(t))
+    assert again == first and not calls  # from the file, not parsed
+    again["params"] = "changed by a caller"
+    assert knowledge_cache.rule_file(text, tomllib.loads) == first  # the stored copy is intact
+    assert read_rule_file(path, cases=True)["covered"]  # the cases: parsed, never stored
+
+
+@pytest.mark.parametrize("toml", ["when = 1979-05-27T07:32:00Z", "x = nan", "x = inf",
+                                  "big = 99999999999999999999"])
+def test_a_rule_file_json_would_change_is_parsed_every_time(cache_dir, toml):
+    import tomllib
+
+    parsed = knowledge_cache.rule_file(toml, tomllib.loads)
+    assert str(parsed) == str(tomllib.loads(toml))
+    assert knowledge_cache._store()["rule_files"] == {}
+
+
+def test_the_rules_loaded_from_the_cache_are_the_rules_parsed(cache_dir):
+    from forensics.resources import read_rule_file, rules_dir
+
+    files = sorted(rules_dir().glob("*.toml"))
+    parsed = [read_rule_file(f) for f in files]
+    knowledge_cache.save()
+    knowledge_cache.reset()
+    assert [read_rule_file(f) for f in files] == parsed
+    assert not knowledge_cache._state["dirty"]
