@@ -51,7 +51,12 @@ def cache_file() -> Path | None:
     chosen = os.environ.get("FORENSICS_CACHE_DIR")
     if chosen is not None:
         return Path(chosen) / "knowledge.json" if chosen else None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        home = os.path.expanduser("~")
+        if home.startswith("~"):  # no home to find: never a "~" folder in the working one
+            return None
+        base = os.path.join(home, ".cache")
     return Path(base) / "forensics" / "knowledge.json"
 
 

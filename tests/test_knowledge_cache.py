@@ -126,6 +126,8 @@ def test_the_default_location_follows_xdg(monkeypatch, tmp_path):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert knowledge_cache.cache_file() == tmp_path / "home" / ".cache" / "forensics" / \
         "knowledge.json"
+    monkeypatch.setattr(os.path, "expanduser", lambda path: path)  # no HOME, no passwd entry
+    assert knowledge_cache.cache_file() is None
 
 
 def test_a_phrase_list_makes_the_same_pattern_in_every_process():
