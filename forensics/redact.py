@@ -119,10 +119,21 @@ def _hide(kind: str, keep_prefix: bool) -> Callable[[re.Match[str]], str]:
     return lambda m: _placeholder(kind)
 
 
-@cache
+_FINDERS: dict[int, tuple[tuple[SecretPattern, ...], Any, frozenset[int]]] = {}
+"""``_hint_finder``'s answers by the identity of the pattern tuple (``patterns()`` is cached):
+hashing the tuple hashes every pattern's compiled program, 20 of them for every text."""
+
+
 def _hint_finder(found: tuple[SecretPattern, ...]) -> tuple[Any, frozenset[int]]:
     """One Aho-Corasick automaton over every pattern's hints (each hint -> the patterns it
     admits), and the patterns without hints (always searched)."""
+    kept = _FINDERS.get(id(found))
+    if kept is None or kept[0] is not found:
+        kept = _FINDERS[id(found)] = (found, *_built_finder(found))
+    return kept[1], kept[2]
+
+
+def _built_finder(found: tuple[SecretPattern, ...]) -> tuple[Any, frozenset[int]]:
     import ahocorasick  # a runtime dependency (FX005's claim phrases use it too)
 
     admits: dict[str, list[int]] = {}
