@@ -10,7 +10,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forensics.ingest import codex, read_bytes
+from forensics.ingest import _time, codex, read_bytes
 from forensics.model import AssistantTurn, UserTurn
 
 _SPACES = [chr(c) for c in range(0x110000) if chr(c).isspace() or not chr(c).split()]
@@ -75,3 +75,63 @@ def test_user_echo_is_dropped_by_its_folded_text(typed: str, echo: str) -> None:
     if codex._norm(echo) and codex._norm(echo) != codex._norm(typed):
         expected.append(echo)
     assert users == expected
+
+
+_REFERENCE_MINUTES: dict[str, float] = {}
+
+
+def _iso_to_unix_as_first_written(value: object) -> float | None:
+    """iso_to_unix before the minute cache implied its range check (issue 17, fourth round)."""
+    if isinstance(value, str):
+        if len(value) >= 20 and value[-1] == "Z" and value[16] == ":" and value[10] == "T":
+            minute = value[:16]
+            base = _REFERENCE_MINUTES.get(minute)
+            if base is None:
+                base = _time._slow(minute + ":00+00:00")
+                if base is None:
+                    return _time._slow(value)
+                _REFERENCE_MINUTES[minute] = base
+            try:
+                seconds = float(value[17:-1])
+            except ValueError:
+                return _time._slow(value)
+            if 0.0 <= seconds < 61.0:
+                seconds += base
+                return seconds if 0.0 <= seconds <= _time.LATEST else None
+            return _time._slow(value)
+        return _time._slow(value)
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        if not 0 < value < 1e15:
+            return None
+        return _time.in_range(float(value) / 1000.0 if value > 1e11 else float(value))
+    return None
+
+
+_YEARS = st.sampled_from(["1969", "1970", "2025", "9999", "0001"])
+_STAMPS = st.builds(
+    lambda y, mo, d, sep, h, mi, s, tail: f"{y}-{mo}-{d}{sep}{h}:{mi}:{s}{tail}",
+    _YEARS, st.sampled_from(["01", "12", "13"]), st.sampled_from(["01", "31"]),
+    st.sampled_from(["T", " ", "t"]), st.sampled_from(["00", "23"]),
+    st.sampled_from(["00", "59"]),
+    st.sampled_from(["00", "03.004", "59.999", "60.5", "61", "nan", "1_0", " 5", "x"]),
+    st.sampled_from(["Z", "+00:00", "", "z", ".5Z"]))
+
+
+@settings(max_examples=400)
+@given(st.lists(st.one_of(_STAMPS, st.text(max_size=26), st.integers(), st.floats(),
+                          st.booleans(), st.none()), max_size=6))
+def test_iso_to_unix_as_first_written(values: list) -> None:
+    """The same answers, in any order of first and later sight of a minute."""
+    for value in values + values:
+        got, want = _time.iso_to_unix(value), _iso_to_unix_as_first_written(value)
+        assert got == want or (got != got and want != want), value
+
+
+def test_iso_to_unix_at_the_edges_as_first_written() -> None:
+    edges = ["9999-12-31T23:59:60.5Z", "9999-12-31T23:59:59.5Z", "9999-12-31T23:58:60.5Z",
+             "1970-01-01T00:00:00.000Z", "1969-12-31T23:59:59.999Z", "2025-11-20T10:15:1_0Z",
+             "2025-11-20T10:15:nanZ", "2025-11-20 10:15:03.004Z"]
+    for value in edges + edges:
+        assert _time.iso_to_unix(value) == _iso_to_unix_as_first_written(value), value
