@@ -302,16 +302,24 @@ class _Reader:
 
     def add(self, line: int, rec: dict) -> None:
         self.records += 1
-        time = iso_to_unix(rec.get("timestamp"))
+        get = rec.get
+        time = iso_to_unix(get("timestamp"))
         if time is not None:
             if self.started is None or time < self.started:
                 self.started = time
             if self.ended is None or time > self.ended:
                 self.ended = time
-        kind = rec.get("type")
+        kind = get("type")
+        payload = get("payload")
+        if type(payload) is dict:  # an envelope (orjson builds plain dicts only)
+            if kind == "response_item":
+                self._item(line, payload, time)
+                return
+            if kind == "event_msg":
+                self._event_msg(line, payload, time)
+                return
         if not isinstance(kind, str):  # fuzzed or broken records carry anything as their tag
             kind = None
-        payload = rec.get("payload")
         if "payload" not in rec and isinstance(kind, str) and (
                 kind in STEP_ITEMS or kind in OUTPUT_ITEMS or kind == "message"):
             kind, payload = "response_item", rec  # pre-envelope rollouts: bare response items
