@@ -449,11 +449,19 @@ class SessionBuilder:
                 result.error = STILL_RUNNING
         else:
             self.unknown(f"tool status {status!r}")
-        if any(m in output for m in TIMEOUT_MARKERS):
+        if _mentions(output, TIMEOUT_MARKERS):
             result.timed_out = True
-        if any(m in output for m in ABORT_MARKERS):
+        if _mentions(output, ABORT_MARKERS):
             result.aborted = True
         return call, result
+
+
+def _mentions(text: str, markers: tuple[str, ...]) -> bool:
+    """``any(m in text for m in markers)`` without a generator per tool part."""
+    for marker in markers:
+        if marker in text:
+            return True
+    return False
 
 
 class _Where:

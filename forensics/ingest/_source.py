@@ -82,20 +82,30 @@ def iter_jsonl(
         try:
             obj = loads(raw)
         except orjson.JSONDecodeError as exc:
-            if not raw.strip():
-                continue  # a blank line (JSON whitespace or not): asked only when parsing failed
-            if raw.endswith(b"\n") or not raw.strip().endswith((b"}", b"]")):
-                what = "not valid JSON" if raw.endswith(b"\n") else "truncated last line"
-            else:
-                what = "not valid JSON"
-            if _is_utf8_problem(raw):
-                what = "invalid UTF-8"
-            dropped += _note(issues, source, line_no, f"{what} ({exc.msg})")
+            dropped += _bad_line(issues, source, line_no, raw, exc)
             continue
-        if not isinstance(obj, dict):
+        if type(obj) is not dict:  # orjson builds plain dicts only
             dropped += _note(issues, source, line_no, "line is JSON but not an object")
             continue
         yield line_no, obj
+    _note_dropped(issues, source, dropped)
+
+
+def _bad_line(issues: list[ReadIssue], source: str, line_no: int, raw: bytes,
+              exc: orjson.JSONDecodeError) -> int:
+    """Record why a line did not parse (a blank line is no issue); 1 if the issue was dropped."""
+    if not raw.strip():
+        return 0  # a blank line (JSON whitespace or not): asked only when parsing failed
+    if raw.endswith(b"\n") or not raw.strip().endswith((b"}", b"]")):
+        what = "not valid JSON" if raw.endswith(b"\n") else "truncated last line"
+    else:
+        what = "not valid JSON"
+    if _is_utf8_problem(raw):
+        what = "invalid UTF-8"
+    return _note(issues, source, line_no, f"{what} ({exc.msg})")
+
+
+def _note_dropped(issues: list[ReadIssue], source: str, dropped: int) -> None:
     if dropped:
         issues.append(ReadIssue(path=source, message=f"{dropped} more bad lines not listed"))
 
@@ -125,22 +135,37 @@ def one_record(issues: list[ReadIssue], source: str, line: int | None = None,
     try:
         yield
     except Exception as exc:  # a reader bug on one record must not lose the others
-        issues.append(_crashed(source, line, exc, what))
+        issues.append(crashed(source, line, exc, what))
 
 
 def add_each_line(stream: BinaryIO, source: str, issues: list[ReadIssue],
                   add: Callable[[int, dict], object]) -> None:
     """``add(line_number, record)`` for every record of ``iter_jsonl``, each isolated as
     ``one_record`` does (same issue), with a plain ``try`` instead of a context manager per
-    line: on a log of many small lines the context manager alone cost a tenth of the reader."""
-    for line_no, rec in iter_jsonl(stream, source, issues):
+    line: on a log of many small lines the context manager alone cost a tenth of the reader.
+
+    The lines are read here as ``iter_jsonl`` reads them rather than taken from it: resuming
+    its generator for every line cost about as much as a small reader's own work on it."""
+    dropped = 0
+    loads = orjson.loads
+    for line_no, raw in enumerate(stream, 1):
+        try:
+            rec = loads(raw)
+        except orjson.JSONDecodeError as exc:
+            dropped += _bad_line(issues, source, line_no, raw, exc)
+            continue
+        if type(rec) is not dict:  # orjson builds plain dicts only
+            dropped += _note(issues, source, line_no, "line is JSON but not an object")
+            continue
         try:
             add(line_no, rec)
         except Exception as exc:  # a reader bug on one record must not lose the others
-            issues.append(_crashed(source, line_no, exc))
+            issues.append(crashed(source, line_no, exc))
+    _note_dropped(issues, source, dropped)
 
 
-def _crashed(source: str, line: int | None, exc: Exception, what: str = "") -> ReadIssue:
+def crashed(source: str, line: int | None, exc: Exception, what: str = "") -> ReadIssue:
+    """The issue of a record its reader raised on (``one_record`` and the loops inlining it)."""
     prefix = f"{what}: " if what else ""
     return ReadIssue(path=source, line=line,
                      message=f"{prefix}reader crashed on this record: {crash_text(exc)}")

@@ -25,26 +25,22 @@ def in_range(seconds: float | None) -> float | None:
 
 def iso_to_unix(value: object) -> float | None:
     """Unix seconds for an ISO-8601 string or a number (seconds or ms); None if unreadable."""
-    if isinstance(value, str):
-        # Fast path: "YYYY-MM-DDTHH:MM:SS[.fff]Z".
-        if len(value) >= 20 and value[-1] == "Z" and value[16] == ":" and value[10] == "T":
-            minute = value[:16]
-            base = _MINUTES.get(minute)
-            if base is None:
-                base = _slow(minute + ":00+00:00")
-                if base is None:
-                    return _slow(value)
-                if len(_MINUTES) >= _MAX_CACHED:
-                    _MINUTES.clear()
-                _MINUTES[minute] = base
+    if type(value) is str and len(value) >= 20 and value[-1] == "Z" and value[16] == ":":
+        # Fast path: "YYYY-MM-DDTHH:MM:SS[.fff]Z" in a minute seen before. A cached minute
+        # starts at 1970 or later and ends a minute before LATEST at the latest, so any
+        # seconds from 0 to 61 keep the sum in range: no check of it is needed here.
+        base = _MINUTES.get(value[:16])
+        if base is not None:
             try:
                 seconds = float(value[17:-1])
             except ValueError:
                 return _slow(value)
             if 0.0 <= seconds < 61.0:
-                seconds += base  # in_range, inlined: this runs on every line of a log
-                return seconds if 0.0 <= seconds <= LATEST else None
+                return seconds + base
             return _slow(value)
+        if value[10] == "T":
+            return _new_minute(value)
+    if isinstance(value, str):
         return _slow(value)
     if isinstance(value, bool):
         return None
@@ -53,6 +49,26 @@ def iso_to_unix(value: object) -> float | None:
             return None
         return in_range(float(value) / 1000.0 if value > 1e11 else float(value))
     return None
+
+
+def _new_minute(value: str) -> float | None:
+    """``value`` (of the fast path's shape) in a minute not cached yet: cache it if it can be."""
+    minute = value[:16]
+    base = _slow(minute + ":00+00:00")
+    if base is None:
+        return _slow(value)
+    if base <= LATEST - 61.0:
+        if len(_MINUTES) >= _MAX_CACHED:
+            _MINUTES.clear()
+        _MINUTES[minute] = base
+    try:
+        seconds = float(value[17:-1])
+    except ValueError:
+        return _slow(value)
+    if 0.0 <= seconds < 61.0:
+        seconds += base
+        return seconds if 0.0 <= seconds <= LATEST else None
+    return _slow(value)
 
 
 def _slow(value: str) -> float | None:

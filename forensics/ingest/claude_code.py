@@ -177,21 +177,28 @@ class _Reader:
 
     def add(self, line: int, rec: dict) -> None:
         self.records += 1
-        if rec.get("isSidechain") is True:
-            agent = rec.get("agentId")
+        get = rec.get
+        if get("isSidechain") is True:
+            agent = get("agentId")
             self.key = agent if isinstance(agent, str) else ""
         else:
             self.key = None
-        kind = _str(rec.get("type"))
-        time = iso_to_unix(rec.get("timestamp"))
-        if time is not None:
-            self.started = time if self.started is None else min(self.started, time)
-            self.ended = time if self.ended is None else max(self.ended, time)
-        sid = rec.get("sessionId")
-        if isinstance(sid, str) and sid:
-            self.session_ids.setdefault(sid, None)
+        kind = get("type")
+        if not isinstance(kind, str):  # _str, inlined: this runs on every line
+            kind = None
+        time = iso_to_unix(get("timestamp"))
+        if time is not None:  # min and max, without their calls (equal times keep the first)
+            if self.started is None or time < self.started:
+                self.started = time
+            if self.ended is None or time > self.ended:
+                self.ended = time
+        sid = get("sessionId")
+        if isinstance(sid, str) and sid and sid not in self.session_ids:
+            self.session_ids[sid] = None
             if self.session_id is None:
                 self.session_id = sid
+        if kind in SKIPPED_TYPES:  # most often progress lines: nothing more to read
+            return
         if kind in ("user", "assistant"):
             self._envelope(rec)
             message = rec.get("message")
@@ -215,8 +222,6 @@ class _Reader:
         elif kind == "custom-title":
             if isinstance(rec.get("customTitle"), str):
                 self.titles["custom"] = rec["customTitle"]
-        elif kind in SKIPPED_TYPES:
-            pass
         else:
             name = kind if kind is not None else _type_name(rec.get("type"))
             self.unknown[name] += 1

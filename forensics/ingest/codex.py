@@ -131,6 +131,11 @@ def _norm(text: str) -> str:
     return " ".join(text.split())
 
 
+def _blank(text: str) -> bool:
+    """``not _norm(text)`` without folding: split and isspace know the same whitespace."""
+    return not text or text.isspace()
+
+
 def _short(text: str) -> str:
     return clip(text, EVENT_TEXT_CHARS // 2, EVENT_TEXT_CHARS // 2)
 
@@ -297,16 +302,24 @@ class _Reader:
 
     def add(self, line: int, rec: dict) -> None:
         self.records += 1
-        time = iso_to_unix(rec.get("timestamp"))
+        get = rec.get
+        time = iso_to_unix(get("timestamp"))
         if time is not None:
             if self.started is None or time < self.started:
                 self.started = time
             if self.ended is None or time > self.ended:
                 self.ended = time
-        kind = rec.get("type")
+        kind = get("type")
+        payload = get("payload")
+        if type(payload) is dict:  # an envelope (orjson builds plain dicts only)
+            if kind == "response_item":
+                self._item(line, payload, time)
+                return
+            if kind == "event_msg":
+                self._event_msg(line, payload, time)
+                return
         if not isinstance(kind, str):  # fuzzed or broken records carry anything as their tag
             kind = None
-        payload = rec.get("payload")
         if "payload" not in rec and isinstance(kind, str) and (
                 kind in STEP_ITEMS or kind in OUTPUT_ITEMS or kind == "message"):
             kind, payload = "response_item", rec  # pre-envelope rollouts: bare response items
@@ -342,6 +355,11 @@ class _Reader:
                 self.norms.clear()
             key = self.norms[text] = _norm(text)
         return key
+
+    def _same(self, one: str, other: str) -> bool:
+        """``_norm(one) == _norm(other)``; an echo is most often the very same text, and
+        folding a long pasted message costs more than the rest of its line."""
+        return one == other or self._norm(one) == self._norm(other)
 
     def _unknown(self, line: int, name: str) -> None:
         self.unknown[name] += 1
@@ -391,23 +409,27 @@ class _Reader:
 
     def _carried(self, text: str, pending: list[tuple[int, float | None, str]]) -> None:
         """A response item carried ``text``: drop its waiting echo, or remember it."""
-        key = self._norm(text)
-        if not key:
+        if _blank(text):
             return
         for i, (_, _, waiting) in enumerate(pending):
-            if self._norm(waiting) == key:
+            if self._same(waiting, text):
                 del pending[i]
                 return
-        self.item_texts[key] += 1
+        self.item_texts[self._norm(text)] += 1
 
     def _echo(self, text: str, pending: list, line: int, time: float | None) -> None:
         """An event repeated (or preceded) a response item's text."""
-        key = self._norm(text)
-        if not key:
+        if _blank(text):
             return
-        if self.item_texts[key] > 0:
-            self.item_texts[key] -= 1
-            return
+        if self.item_texts:  # else no item to look up: the text need not be folded
+            key = self._norm(text)
+            count = self.item_texts.get(key, 0)
+            if count > 0:
+                if count == 1:
+                    del self.item_texts[key]  # an empty Counter means none waiting
+                else:
+                    self.item_texts[key] = count - 1
+                return
         pending.append((line, time, text))
 
     # -- response items ---------------------------------------------------------------------
@@ -516,14 +538,13 @@ class _Reader:
         if any(h.startswith(INJECTED_PREFIXES) for h in heads):
             self._event("injected", line, time, text)
             return
-        key = self._norm(text)
         for turn in self.recent_users:
-            if (self._norm(turn.text) == key and turn.line is not None
+            if (self._same(turn.text, text) and turn.line is not None
                     and turn.anchor != f"L{line}"):
                 turn.anchor, turn.line, turn.time = f"L{line}", line, time  # prefer the item
                 turn.images = max(turn.images, images)
                 return
-        if not key and not images:
+        if not images and _blank(text):
             return
         turn = UserTurn(ordinal=0, anchor=f"L{line}", line=line, time=time, text=text,
                         images=images)
@@ -619,16 +640,15 @@ class _Reader:
 
     def _user_event(self, line: int, ev: dict, time: float | None) -> None:
         text = ev.get("message") if isinstance(ev.get("message"), str) else ""
-        key = self._norm(text)
         for turn in self.recent_users:
-            if self._norm(turn.text) == key:
+            if self._same(turn.text, text):
                 return  # the response item already gave this message
         images = sum(len(ev[k]) for k in ("images", "local_images") if isinstance(ev.get(k), list))
         if text.lstrip().startswith(INJECTED_PREFIXES):
             self._close_step()
             self._event("injected", line, time, text)
             return
-        if not key and not images:
+        if not images and _blank(text):
             return
         self._close_step()
         turn = UserTurn(ordinal=0, anchor=f"L{line}", line=line, time=time, text=text,

@@ -14,7 +14,7 @@ import orjson
 
 from forensics.errors import IngestError
 from forensics.ingest._opencode import SessionBuilder
-from forensics.ingest._source import loads_document, one_record
+from forensics.ingest._source import crashed, loads_document
 from forensics.model import Session
 
 FORMAT = "opencode-export"
@@ -43,8 +43,10 @@ def read_document(doc: Any, source: str) -> Session:
     builder = SessionBuilder(session_id=session_id, format=FORMAT, source=source)
     builder.set_info(info)
     for index, item in enumerate(messages):
-        with one_record(builder.issues, source, what=f"messages[{index}]"):
+        try:  # one_record's isolation, without a context manager and its label per message
             _add(builder, index, item)
+        except Exception as exc:  # a reader bug on one message must not lose the others
+            builder.issues.append(crashed(source, None, exc, f"messages[{index}]"))
     return builder.build()
 
 
