@@ -178,10 +178,14 @@ def figures_in(text: str, limit: int = 3) -> list[str]:
     return list(_figures(text or "", limit, _figure_pattern()))
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_MARKUP = re.compile(r"\*\*|__|`")
+
+
 def _figures_in(text: str, limit: int, pattern: re.Pattern[str]) -> tuple[str, ...]:
     out: list[str] = []
-    for chunk in re.split(r"(?<=[.!?])\s+|\n+", text or ""):
-        chunk = re.sub(r"\*\*|__|`", "", chunk).strip(" -*#|>")
+    for chunk in _SENTENCE_END.split(text or ""):
+        chunk = _MARKUP.sub("", chunk).strip(" -*#|>")
         if 8 < len(chunk) <= 400 and pattern.search(chunk) and not chunk.startswith("$"):
             out.append(chunk)
             if len(out) == limit:

@@ -22,6 +22,13 @@ from forensics.resources import templates_dir
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#])")
 _MD_ANGLE = re.compile(r"([<>])")
+# Compiled once: these run on every transcript text of every page (re.sub(str, …) looks the
+# pattern up in re's cache at each call).
+_SPACES = re.compile(r"\s+")
+_BACKTICKS = re.compile(r"`+")
+_BLANK_LINE = re.compile(r"\n\s*\n")
+_HEADING_MARK = re.compile(r"^\s{0,3}#{1,6}\s+")
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
 
 
 redacted = TextMemo(_redact, stamp=_patterns)
@@ -36,20 +43,20 @@ def _maybe_redact(ctx: Any, text: str) -> str:
 
 def md_inline(text: str) -> str:
     """Transcript words inside Markdown prose: no emphasis, links, HTML or table breaks."""
-    flat = re.sub(r"\s+", " ", text)
+    flat = _SPACES.sub(" ", text)
     return _MD_SPECIAL.sub(r"\\\1", flat)
 
 
 def md_code_span(text: str) -> str:
     flat = " ".join(text.split()) or " "
-    run = max((len(m) for m in re.findall(r"`+", flat)), default=0)
+    run = max((len(m) for m in _BACKTICKS.findall(flat)), default=0)
     fence = "`" * (run + 1)
     pad = " " if flat.startswith("`") or flat.endswith("`") else ""
     return f"{fence}{pad}{flat}{pad}{fence}"
 
 
 def md_code_block(text: str, lang: str = "") -> str:
-    run = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    run = max((len(m) for m in _BACKTICKS.findall(text)), default=0)
     fence = "`" * max(3, run + 1)
     return f"{fence}{lang}\n{text.rstrip()}\n{fence}"
 
@@ -109,9 +116,9 @@ def md_to_html_block(text: str) -> str:
 
 def _paragraphs(text: str) -> list[str]:
     out = []
-    for block in re.split(r"\n\s*\n", text.strip("\n")):
+    for block in _BLANK_LINE.split(text.strip("\n")):
         if block.strip():
-            lines = [re.sub(r"^\s{0,3}#{1,6}\s+", "", ln) for ln in block.splitlines()]
+            lines = [_HEADING_MARK.sub("", ln) for ln in block.splitlines()]
             out.append("<p>" + "<br>".join(md_to_html_inline(ln) for ln in lines) + "</p>")
     return out
 
@@ -131,7 +138,7 @@ def md_cell(value: Any) -> str:
 def md_message(text: str) -> str:
     """A rule's message or reason in Markdown: its backticked spans as code, the rest escaped."""
     out = []
-    for i, chunk in enumerate(re.split(r"`([^`\n]+)`", text or "")):
+    for i, chunk in enumerate(_CODE_SPAN.split(text or "")):
         if chunk:
             out.append(md_code_span(chunk).replace("|", "\\|") if i % 2 else md_inline(chunk))
     return "".join(out)
@@ -175,6 +182,9 @@ def _build(fmt: str):
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        # The templates ship with the package and do not change while it runs: no stat of
+        # each template file (and of each one it imports) at every render.
+        auto_reload=False,
     )
 
     @jinja2.pass_context
@@ -191,7 +201,7 @@ def _build(fmt: str):
 
     def rule_prose_html(text: str):
         """Rule-file prose marks commands with backticks; show them as code."""
-        return Markup(re.sub(r"`([^`\n]+)`", r"<code>\1</code>", str(escape(text))))
+        return Markup(_CODE_SPAN.sub(r"<code>\1</code>", str(escape(text))))
 
     @jinja2.pass_context
     def excerpt(ctx, text: Any, limit: int = 1500) -> str:
