@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "forensics"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("shared types", ("forensics.model", "forensics.findings", "forensics.errors",
-                      "forensics.resources", "forensics.redact")),
+                      "forensics.resources", "forensics.redact", "forensics.knowledge_cache")),
     ("ingest", ("forensics.ingest", "forensics.archive", "forensics.locations",
                 "forensics.remote")),
     ("analysis", ("forensics.analysis", "forensics.timeline")),
