@@ -32,12 +32,13 @@ from typing import Any
 import orjson
 
 MAX_ENTRIES = 20_000
-"""Past this many stored entries (configs that make patterns on the fly?) the file is no longer
-written: it stays as it was."""
+"""Past this many entries (old versions' rule files and patterns pile up over upgrades) the
+file keeps only what the run that writes it used."""
 
 _PARTS = ("patterns", "needles", "rule_files")
 
-_state: dict[str, Any] = {"store": None, "dirty": False, "checked": False, "off": False}
+_state: dict[str, Any] = {"store": None, "dirty": False, "checked": False, "off": False,
+                          "used": None}
 
 
 def _interpreter() -> str:
@@ -64,7 +65,15 @@ def _store() -> dict[str, dict[str, Any]]:
     store = _state["store"]
     if store is None:
         store = _state["store"] = _read(cache_file())
+        _state["used"] = {part: set() for part in _PARTS}
     return store
+
+
+def _entries(part: str, key: str) -> dict[str, Any]:
+    """The stored ``part``, with ``key`` noted as used by this run."""
+    entries = _store()[part]
+    _state["used"][part].add(key)
+    return entries
 
 
 def _read(path: Path | None) -> dict[str, dict[str, Any]]:
@@ -86,7 +95,7 @@ def compile(source: str, flags: int = 0) -> re.Pattern[str]:
     if _state["off"]:
         return re.compile(source, flags)
     key = f"{flags}:{source}"
-    entries = _store()["patterns"]
+    entries = _entries("patterns", key)
     stored = entries.get(key)
     if stored is not None:
         try:
@@ -111,10 +120,10 @@ def compile(source: str, flags: int = 0) -> re.Pattern[str]:
     return pattern
 
 
-def needles(key: str, work_out: Any) -> Any:
-    """The needles stored under ``key``, or ``work_out()``'s (a tuple of strings or None),
-    stored."""
-    entries = _store()["needles"]
+def needles(key: str, work_out: Callable[[], tuple[str, ...] | None]
+            ) -> tuple[str, ...] | None:
+    """The needles stored under ``key``, or ``work_out()``'s, stored."""
+    entries = _entries("needles", key)
     if key in entries:
         found = entries[key]
         return tuple(found) if isinstance(found, list) else None
@@ -128,8 +137,8 @@ def needles(key: str, work_out: Any) -> Any:
 def rule_file(text: str, parse: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
     """``parse(text)``, a rule file's TOML, as stored under the text's digest (a new copy
     each time: callers may change it)."""
-    entries = _store()["rule_files"]
     key = blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+    entries = _entries("rule_files", key)
     stored = entries.get(key)
     if isinstance(stored, str):
         try:
@@ -193,7 +202,9 @@ def save() -> None:
             if isinstance(theirs.get(part), dict):
                 mine[part] = {**theirs[part], **mine[part]}
     if sum(map(len, mine.values())) > MAX_ENTRIES:
-        return
+        used = _state["used"]
+        mine = {part: {k: v for k, v in mine[part].items() if k in used[part]}
+                for part in _PARTS}
     data = {_interpreter(): mine}  # other interpreters' entries go: one Python at a time
     temporary = path.with_name(f".{path.name}.{os.getpid()}")
     try:
@@ -209,4 +220,4 @@ def save() -> None:
 
 def reset() -> None:
     """Forget what was loaded (tests, and a changed ``FORENSICS_CACHE_DIR``)."""
-    _state.update(store=None, dirty=False, checked=False, off=False)
+    _state.update(store=None, dirty=False, checked=False, off=False, used=None)

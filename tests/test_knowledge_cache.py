@@ -181,3 +181,23 @@ def test_the_rules_loaded_from_the_cache_are_the_rules_parsed(cache_dir):
     knowledge_cache.reset()
     assert [read_rule_file(f) for f in files] == parsed
     assert not knowledge_cache._state["dirty"]
+
+
+def test_past_the_cap_the_file_keeps_what_the_run_used(cache_dir, monkeypatch):
+    # entries of older versions pile up over upgrades; the file must not freeze at the cap
+    cache_dir.mkdir()
+    stale = {f"0:old pattern {n}": [0, [1], 0, {}, []] for n in range(50)}
+    (cache_dir / "knowledge.json").write_bytes(orjson.dumps({knowledge_cache._interpreter(): {
+        "patterns": stale, "needles": {}, "rule_files": {}}}))
+    monkeypatch.setattr(knowledge_cache, "MAX_ENTRIES", 10)
+    assert knowledge_cache.compile(r"\bnew\b") == re.compile(r"\bnew\b")
+    knowledge_cache.save()
+    (kept,) = orjson.loads((cache_dir / "knowledge.json").read_bytes()).values()
+    assert list(kept["patterns"]) == [r"0:\bnew\b"]
+    monkeypatch.setattr(knowledge_cache, "MAX_ENTRIES", 1000)
+    knowledge_cache.reset()
+    knowledge_cache.compile(r"\bnew\b")
+    knowledge_cache.compile(r"\bnewer\b")
+    knowledge_cache.save()  # under the cap: everything stays
+    (kept,) = orjson.loads((cache_dir / "knowledge.json").read_bytes()).values()
+    assert sorted(kept["patterns"]) == [r"0:\bnew\b", r"0:\bnewer\b"]
