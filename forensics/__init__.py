@@ -5,7 +5,11 @@
     >>> report = forensics.scan("sessions.tar.gz")   # .incidents / .turns are polars frames
 """
 
-from forensics.errors import ConfigError, ForensicsError, IngestError, UnknownFormatError
+from forensics import knowledge_cache as _knowledge_cache
+
+_knowledge_cache.keep_generated_code()  # before any of forensics' classes is made
+
+from forensics.errors import ConfigError, ForensicsError, IngestError, UnknownFormatError  # noqa: E402
 
 # Everything else loads on first use, so `forensics --help` does not pay for pydantic or polars.
 _LAZY = {

@@ -17,7 +17,6 @@ the file and key, not a silently ignored setting.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,15 +54,27 @@ def find_config(start: Path | None = None) -> Path | None:
         for candidate in (folder / "forensics.toml", folder / "pyproject.toml"):
             if not candidate.is_file():
                 continue
-            if candidate.name == "pyproject.toml":
-                try:
-                    data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-                except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError):
-                    continue
-                if "forensics" not in data.get("tool", {}):
-                    continue
+            if candidate.name == "pyproject.toml" and not _has_our_table(candidate):
+                continue
             return candidate
     return None
+
+
+def _has_our_table(pyproject: Path) -> bool:
+    """Whether a ``pyproject.toml`` has ``[tool.forensics]``. Most projects' files never
+    name forensics; they are not parsed (``tomllib`` is 5 ms of a small scan's start-up)."""
+    try:
+        text = pyproject.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    if "forensics" not in text:
+        return False
+    import tomllib
+
+    try:
+        return "forensics" in tomllib.loads(text).get("tool", {})
+    except tomllib.TOMLDecodeError:
+        return False
 
 
 def load_config(path: Path | None = None, *, discover: bool = True) -> Config:
@@ -72,6 +83,8 @@ def load_config(path: Path | None = None, *, discover: bool = True) -> Config:
         path = find_config()
     if path is None:
         return Config()
+    import tomllib
+
     try:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:

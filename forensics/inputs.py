@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from forensics import knowledge_cache
 from forensics.errors import ForensicsError, IngestError
 from forensics.model import Session
 
@@ -130,7 +131,7 @@ def _archives_under(root: Path) -> list[Path]:
 # -- filters ------------------------------------------------------------------------------------
 
 
-_RELATIVE = re.compile(r"^(\d+)([dhw])$")
+_RELATIVE = knowledge_cache.compile(r"^(\d+)([dhw])$")
 
 
 def parse_when(text: str, *, end_of_day: bool = False, now: dt.datetime | None = None) -> float:

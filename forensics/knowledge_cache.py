@@ -2,10 +2,12 @@
 
 Every run parses the eleven rule files (``tomllib`` is Python: 20 ms), compiles the ~170
 patterns a scan uses and reads the prefilter needles of 165 (``ledger.needles``) from ``re``'s
-parse (``re``'s parser and compiler are Python too: about 70 ms), a third of a small scan. All
-three are kept in one file: each rule file's parsed TOML under the digest of its text, and for
-each pattern the program ``re.compile`` hands ``_sre.compile`` (a list of integers), from which
-a later run builds the pattern with ``_sre.compile`` directly, as ``re.compile`` itself ends.
+parse (``re``'s parser and compiler are Python too: about 70 ms), a third of a small scan, and
+compiles the ~200 methods ``dataclasses`` writes for its classes (43 ms). All four are kept in
+one file: each rule file's parsed TOML under the digest of its text; for each pattern the
+program ``re.compile`` hands ``_sre.compile`` (a list of integers), from which a later run
+builds the pattern with ``_sre.compile`` directly, as ``re.compile`` itself ends; and each
+generated method's byte code (``marshal``, as in a ``.pyc``) under the digest of its text.
 
 * The file is ``$FORENSICS_CACHE_DIR/knowledge.json`` (an empty value: no cache), else
   ``$XDG_CACHE_HOME/forensics/``, else ``~/.cache/forensics/``; it holds one interpreter's
@@ -13,29 +15,37 @@ a later run builds the pattern with ``_sre.compile`` directly, as ``re.compile``
 * A pattern made this way is equal to ``re.compile``'s (``Pattern.__eq__`` compares the
   program): the first pattern each run adds is checked so, and a mismatch (another Python's
   ``re``) turns the cache off for the run. A parsed rule file is kept only when JSON gives it
-  back equal. A file that cannot be read or parsed is ignored; one that cannot be written is
-  not written. It is rewritten (under another name, then renamed) at exit only when the run
-  added something.
+  back equal, and byte code only when ``marshal`` gives it back equal. A file that cannot be
+  read or parsed is ignored; one that cannot be written is not written. It is rewritten
+  (under another name, then renamed) at exit only when the run added something.
 """
 
 from __future__ import annotations
 
 import atexit
+import binascii
+import builtins
+import marshal
 import os
 import re
 import sys
+import types
 from collections.abc import Callable
-from hashlib import blake2b
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+try:  # hashlib's own blake2b, without hashlib loading OpenSSL's digests (as forensics.findings)
+    from _blake2 import blake2b
+except ImportError:  # a Python without CPython's built-in module
+    from hashlib import blake2b
+
 MAX_ENTRIES = 20_000
 """Past this many entries (old versions' rule files and patterns pile up over upgrades) the
 file keeps only what the run that writes it used."""
 
-_PARTS = ("patterns", "needles", "rule_files")
+_PARTS = ("patterns", "needles", "rule_files", "code")
 
 _state: dict[str, Any] = {"store": None, "dirty": False, "checked": False, "off": False,
                           "used": None}
@@ -118,6 +128,47 @@ def compile(source: str, flags: int = 0) -> re.Pattern[str]:
     entries[key] = made
     _changed()
     return pattern
+
+
+def keep_generated_code() -> None:
+    """From now on, the methods ``dataclasses`` writes for forensics' own classes come from
+    stored byte code (``_exec_generated``)."""
+    import dataclasses
+
+    dataclasses.exec = _exec_generated  # type: ignore[attr-defined]  # shadows the builtin there
+
+
+def _exec_generated(source: Any, module_globals: Any = None, namespace: Any = None, /,
+                    **kw: Any) -> None:
+    """``exec`` as ``dataclasses`` calls it, for the text of the methods it generates.
+
+    Making a class compiles its ``__init__``, ``__repr__``, ``__eq__`` (and when frozen
+    ``__setattr__``, ``__delattr__``, ``__hash__``) from text, each with Python's compiler:
+    about 200 methods, 43 ms of every start-up. The byte code of that text is kept, as Python
+    keeps a module's. Only for classes of forensics' own modules; any other class is compiled
+    as before."""
+    if (_state["off"] or kw or not isinstance(source, str) or not isinstance(module_globals, dict)
+            or not str(module_globals.get("__name__", "")).startswith("forensics.")):
+        return builtins.exec(source, module_globals, namespace, **kw)
+    builtins.exec(_generated_code(source), module_globals, namespace)
+
+
+def _generated_code(source: str) -> types.CodeType:
+    key = blake2b(source.encode("utf-8"), digest_size=16).hexdigest()
+    entries = _entries("code", key)
+    stored = entries.get(key)
+    if isinstance(stored, str):
+        try:
+            return marshal.loads(binascii.a2b_base64(stored))
+        except Exception:  # a damaged entry: compile it again
+            pass
+    # As the builtin exec compiles text for dataclasses: no __future__ flags of this module.
+    code = builtins.compile(source, "<string>", "exec", dont_inherit=True)
+    kept = marshal.dumps(code)
+    if marshal.loads(kept) == code:
+        entries[key] = binascii.b2a_base64(kept, newline=False).decode("ascii")
+        _changed()
+    return code
 
 
 def needles(key: str, work_out: Callable[[], tuple[str, ...] | None]

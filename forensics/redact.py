@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from forensics import knowledge_cache
 from forensics.errors import ConfigError
 
 ENV_PATTERNS = "FORENSICS_SECRET_PATTERNS"
@@ -45,11 +45,19 @@ def builtin_file() -> Path:
 def load_patterns(path: str | os.PathLike[str]) -> list[SecretPattern]:
     """The ``[[secret]]`` entries of one pattern file, checked (a bad regex names the file)."""
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
+
+    def parse(text: str) -> dict[str, Any]:
+        import tomllib  # only when the file is new to the knowledge cache
+
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+
+    data = knowledge_cache.rule_file(text, parse)
     out = []
     for n, entry in enumerate(data.get("secret", []), 1):
         where = f"{path}: [[secret]] #{n}"
@@ -57,7 +65,7 @@ def load_patterns(path: str | os.PathLike[str]) -> list[SecretPattern]:
                 or not isinstance(entry.get("pattern"), str):
             raise ConfigError(f"{where} needs a kind and a pattern (strings)")
         try:
-            regex = re.compile(entry["pattern"])
+            regex = knowledge_cache.compile(entry["pattern"])
         except re.error as exc:
             raise ConfigError(f"{where} ({entry['kind']}): bad pattern: {exc}") from None
         keep = bool(entry.get("keep", 0))

@@ -201,3 +201,103 @@ def test_past_the_cap_the_file_keeps_what_the_run_used(cache_dir, monkeypatch):
     knowledge_cache.save()  # under the cap: everything stays
     (kept,) = orjson.loads((cache_dir / "knowledge.json").read_bytes()).values()
     assert sorted(kept["patterns"]) == [r"0:\bnew\b", r"0:\bnewer\b"]
+
+
+# -- the methods dataclasses generates ------------------------------------------------------------
+
+_METHODS_SCRIPT = r"""
+import dataclasses, marshal, sys
+mode = sys.argv[1]
+import forensics
+if mode == "plain":
+    del dataclasses.exec  # the builtin again: dataclasses compiles every method itself
+import forensics.cli, forensics.engine, forensics.notebook, forensics.report
+from forensics.config import Config
+Config().rules()
+def canonical(code):
+    # what code equality compares (marshal's bytes also hold reference flags that vary)
+    consts = tuple(canonical(c) if hasattr(c, "co_code") else repr(c) for c in code.co_consts)
+    return (code.co_name, code.co_qualname, code.co_code, consts, code.co_names,
+            code.co_varnames, code.co_freevars, code.co_cellvars, code.co_flags,
+            code.co_argcount, code.co_kwonlyargcount, code.co_posonlyargcount,
+            code.co_firstlineno, code.co_linetable, code.co_exceptiontable, code.co_filename)
+methods = []
+for name, module in sorted(sys.modules.items()):
+    if not name.startswith("forensics"):
+        continue
+    for cls in vars(module).values():
+        if isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__ == name:
+            for attr, fn in sorted(vars(cls).items()):
+                if callable(fn) and hasattr(fn, "__code__"):
+                    methods.append((cls.__qualname__, attr, fn.__qualname__,
+                                    canonical(fn.__code__), repr(fn.__annotations__)))
+from forensics import knowledge_cache
+added = knowledge_cache._state["dirty"]  # a method compiled (not read back) is stored
+print(len(methods), len(knowledge_cache._store()["code"]) if added else 0,
+      marshal.dumps(methods).hex())
+"""
+
+
+def _methods(mode: str, cache: str) -> tuple[int, int, list]:
+    import marshal
+
+    env = {**os.environ, "FORENSICS_CACHE_DIR": cache}
+    out = subprocess.run([sys.executable, "-c", _METHODS_SCRIPT, mode], env=env, check=True,
+                         capture_output=True, text=True).stdout.split()
+    return int(out[0]), int(out[1]), marshal.loads(bytes.fromhex(out[2]))
+
+
+def test_generated_methods_from_the_cache_are_the_ones_dataclasses_compiles(tmp_path):
+    cache = str(tmp_path / "cache")
+    count, compiled_filling, filled = _methods("cached", cache)
+    _, compiled_warm, warm = _methods("cached", cache)
+    _, _, plain = _methods("plain", "")
+    assert count > 150  # every method of every forensics dataclass a scan and a report make
+    assert compiled_filling > 150 and compiled_warm == 0  # the warm run stored nothing new
+    assert filled == warm == plain  # the same byte code, names and qualified names
+
+
+def _probe_module(name: str = "forensics._probe_for_tests"):
+    import types
+
+    module = types.ModuleType(name)
+    sys.modules[name] = module
+    exec("from dataclasses import dataclass\n"
+         "@dataclass(frozen=True)\n"
+         "class Probe:\n"
+         "    x: int\n"
+         "    y: str = 'y'\n", module.__dict__)
+    del sys.modules[name]
+    return module.Probe
+
+
+def test_a_damaged_code_entry_is_compiled_again(cache_dir):
+    _probe_module()
+    knowledge_cache.save()
+    path = cache_dir / "knowledge.json"
+    data = orjson.loads(path.read_bytes())
+    codes = next(iter(data.values()))["code"]
+    assert codes  # the probe's methods were kept
+    for key in codes:
+        codes[key] = "not base64 of byte code!"
+    path.write_bytes(orjson.dumps(data))
+    knowledge_cache.reset()
+    probe = _probe_module()
+    assert probe(1) == probe(1, "y") and repr(probe(2)) == "Probe(x=2, y='y')"
+    assert hash(probe(3)) == hash(probe(3))
+    with pytest.raises(AttributeError):  # dataclasses.FrozenInstanceError
+        probe(1).x = 2
+
+
+def test_a_class_outside_forensics_is_left_to_dataclasses(cache_dir):
+    from dataclasses import dataclass
+
+    before = dict(knowledge_cache._store()["code"])
+
+    @dataclass
+    class Elsewhere:
+        a: int
+
+    _probe_module("not_forensics_probe")
+    assert knowledge_cache._store()["code"] == before
+    assert Elsewhere(1) == Elsewhere(1)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tomllib
 from functools import cache
 from typing import Any
 
@@ -17,5 +16,5 @@ def shared() -> dict[str, Any]:
     path = rules_dir() / SHARED_FILE
     try:
         return read_rule_file(path)  # without the coverage records: for the tests, not knowledge
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # tomllib.TOMLDecodeError, or not UTF-8
         raise RuleError(f"{path}: {exc}") from None

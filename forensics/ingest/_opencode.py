@@ -17,6 +17,7 @@ import re
 from collections import Counter
 from typing import Any
 
+from forensics import knowledge_cache
 from forensics.ingest._text import clip, json_int
 from forensics.ingest._time import in_range
 from forensics.model import (
@@ -44,7 +45,8 @@ TIMEOUT_MARKERS = (
     "shell tool terminated command after exceeding timeout",
 )
 ABORT_MARKERS = ("(Command was aborted)", "User aborted the command")
-_BASH_C = re.compile(r"^\s*(?:/\S*/)?(?:ba|z)?sh\s+-l?c\s+(['\"])(?P<script>.*)\1\s*$", re.S)
+_BASH_C = knowledge_cache.compile(
+    r"^\s*(?:/\S*/)?(?:ba|z)?sh\s+-l?c\s+(['\"])(?P<script>.*)\1\s*$", re.S)
 
 
 def seconds(ms: Any) -> float | None:

@@ -54,6 +54,7 @@ import re
 from collections import Counter
 from typing import Any, BinaryIO
 
+from forensics import knowledge_cache
 from forensics.errors import IngestError
 from forensics.ingest._source import add_each_line
 from forensics.ingest._text import clip, json_int
@@ -98,12 +99,12 @@ COMMAND_OUTPUT_PREFIXES = ("<local-command-stdout>", "<local-command-stderr>")
 SHELL_PREFIXES = ("<bash-input>", "<bash-stdout>", "<bash-stderr>")
 NOTIFICATION_PREFIXES = ("<task-notification>",)
 
-_COMMAND_NAME = re.compile(r"<command-name>\s*(.*?)\s*</command-name>", re.S)
-_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
-_EXIT_CODE = re.compile(r"^(?:Error: )?Exit(?: code|ed with code) (-?\d+)")
+_COMMAND_NAME = knowledge_cache.compile(r"<command-name>\s*(.*?)\s*</command-name>", re.S)
+_COMMAND_ARGS = knowledge_cache.compile(r"<command-args>(.*?)</command-args>", re.S)
+_EXIT_CODE = knowledge_cache.compile(r"^(?:Error: )?Exit(?: code|ed with code) (-?\d+)")
 """``Exit code 1`` (Bash), ``Error: Exit code 1`` (toolUseResult), ``Exited with code 1.`` (ACP)."""
-_TOOL_USE_ERROR = re.compile(r"<tool_use_error>(.*?)</tool_use_error>", re.S)
-_BASH_INPUT = re.compile(r"<bash-input>(.*?)</bash-input>", re.S)
+_TOOL_USE_ERROR = knowledge_cache.compile(r"<tool_use_error>(.*?)</tool_use_error>", re.S)
+_BASH_INPUT = knowledge_cache.compile(r"<bash-input>(.*?)</bash-input>", re.S)
 
 SUBAGENT_NOTE = ("subagent transcript: its user turns are the parent agent's instructions, "
                  "not the human's")
@@ -580,7 +581,8 @@ class _Reader:
         return sessions
 
 
-UUID_NAME = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
+UUID_NAME = knowledge_cache.compile(
+    r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
 RESUMED_NOTE = "resumed from"
 """Note prefix naming the other session ids a resumed file's lines carry."""
 

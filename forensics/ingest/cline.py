@@ -54,6 +54,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from forensics import knowledge_cache
 from forensics.errors import IngestError
 from forensics.ingest._text import clip, json_int
 from forensics.ingest._time import iso_to_unix
@@ -129,16 +130,16 @@ VISIBLE_PARAMS = {"attempt_completion": "result", "ask_followup_question": "ques
                   "plan_mode_respond": "response"}
 """Tools whose parameter is what the user reads as the assistant's words."""
 
-_RESULT = re.compile(r"^\[([\w:.\-]+)(?: for '(.*?)')?\] Result:", re.S)
-_XML_CALL = re.compile(r"<(" + "|".join(sorted(XML_TOOLS)) + r")>(.*?)</\1>", re.S)
-_XML_PARAM = re.compile(r"<([a-z_]+)>\n?(.*?)\n?</\1>", re.S)
-_THINKING = re.compile(r"<thinking>(.*?)</thinking>", re.S)
-_HUMAN = re.compile(r"<(task|feedback|answer|user_message)>\n?(.*?)\n?</\1>", re.S)
-_CWD = re.compile(r"# Current Working Directory \((.+?)\) Files")
-_EXIT = re.compile(r"Command executed successfully \(exit code (-?\d+)\)|"
-                   r"Command failed with exit code (-?\d+)|^Exit code: (-?\d+)", re.M)
-_TOOL_ERROR = re.compile(r"The tool execution failed with the following error:\s*<error>\s*(.*?)"
-                         r"\s*</error>", re.S)
+_RESULT = knowledge_cache.compile(r"^\[([\w:.\-]+)(?: for '(.*?)')?\] Result:", re.S)
+_XML_CALL = knowledge_cache.compile(r"<(" + "|".join(sorted(XML_TOOLS)) + r")>(.*?)</\1>", re.S)
+_XML_PARAM = knowledge_cache.compile(r"<([a-z_]+)>\n?(.*?)\n?</\1>", re.S)
+_THINKING = knowledge_cache.compile(r"<thinking>(.*?)</thinking>", re.S)
+_HUMAN = knowledge_cache.compile(r"<(task|feedback|answer|user_message)>\n?(.*?)\n?</\1>", re.S)
+_CWD = knowledge_cache.compile(r"# Current Working Directory \((.+?)\) Files")
+_EXIT = knowledge_cache.compile(r"Command executed successfully \(exit code (-?\d+)\)|"
+                                r"Command failed with exit code (-?\d+)|^Exit code: (-?\d+)", re.M)
+_TOOL_ERROR = knowledge_cache.compile(
+    r"The tool execution failed with the following error:\s*<error>\s*(.*?)\s*</error>", re.S)
 DENIED = "The user denied this operation."
 TIMED_OUT = ("Command timed out after",)
 BACKGROUNDED = "Running in background"

@@ -61,6 +61,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from forensics import knowledge_cache
 from forensics.errors import IngestError
 from forensics.ingest._source import add_each_line
 from forensics.ingest._text import clip
@@ -112,8 +113,9 @@ INJECTED_PREFIXES = (
 SHELL_PREFIX = "<user_shell_command>"
 NOTIFICATION_PREFIX = "<subagent_notification>"
 
-_HEADER_EXIT = re.compile(r"^(?:Exit code:|Process exited with code) (-?\d+)\s*$", re.M)
-_HEADER_WALL = re.compile(r"^Wall time: ([0-9.]+) seconds", re.M)
+_HEADER_EXIT = knowledge_cache.compile(r"^(?:Exit code:|Process exited with code) (-?\d+)\s*$",
+                                        re.M)
+_HEADER_WALL = knowledge_cache.compile(r"^Wall time: ([0-9.]+) seconds", re.M)
 
 EVENT_TEXT_CHARS = 4000
 NORMS_KEPT = 256
@@ -231,8 +233,8 @@ def _parse_output(raw: Any) -> dict[str, Any]:
     return out
 
 
-_SANDBOX_EXIT = re.compile(r"exit code: (-?\d+)")
-_SCRIPT_ERROR = re.compile(r"^Script error:\s*\n?(.+)", re.M)
+_SANDBOX_EXIT = knowledge_cache.compile(r"exit code: (-?\d+)")
+_SCRIPT_ERROR = knowledge_cache.compile(r"^Script error:\s*\n?(.+)", re.M)
 
 
 def _status_in_text(text: str, out: dict[str, Any]) -> None:

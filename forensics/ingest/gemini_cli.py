@@ -48,6 +48,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from forensics import knowledge_cache
 from forensics.errors import IngestError
 from forensics.ingest._gemini import (
     SHELL_TOOLS,
@@ -92,8 +93,8 @@ CANCELLED_NOTICE = "Request cancelled."
 API_ERROR_PREFIXES = ("[API Error", "API Error")
 SESSION_CONTEXT = "<session_context>"
 EVENT_TEXT_CHARS = 4000
-_SLASH = re.compile(r"^/([a-z][\w-]*)(?:\s+(.*))?$", re.S)
-_UPDATE = re.compile(
+_SLASH = knowledge_cache.compile(r"^/([a-z][\w-]*)(?:\s+(.*))?$", re.S)
+_UPDATE = knowledge_cache.compile(
     r"update available!?\s*v?(\d+\.\d+\.\d+\S*)\s*(?:→|->)\s*v?(\d+\.\d+\.\d+\S*)", re.I)
 
 

@@ -17,12 +17,12 @@ naming it; the rest of the tree is still read.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from typing import Any
 
 import orjson
 
+from forensics import knowledge_cache
 from forensics.errors import IngestError
 from forensics.ingest._opencode import SessionBuilder
 from forensics.ingest._source import Tree, one_record
@@ -30,9 +30,11 @@ from forensics.model import ReadIssue, Session
 
 FORMAT = "opencode-storage"
 
-_SESSION = re.compile(r"(?:^|/)session/[^/]+/(?P<ses>ses_[^/]+)\.json$")  # or session/info/
-_MESSAGE = re.compile(r"(?:^|/)message/(?P<ses>ses_[^/]+)/(?P<msg>[^/]+)\.json$")
-_PART = re.compile(r"(?:^|/)part/(?:ses_[^/]+/)?(?P<msg>msg_[^/]+)/(?P<prt>[^/]+)\.json$")
+_SESSION = knowledge_cache.compile(  # or session/info/
+    r"(?:^|/)session/[^/]+/(?P<ses>ses_[^/]+)\.json$")
+_MESSAGE = knowledge_cache.compile(r"(?:^|/)message/(?P<ses>ses_[^/]+)/(?P<msg>[^/]+)\.json$")
+_PART = knowledge_cache.compile(
+    r"(?:^|/)part/(?:ses_[^/]+/)?(?P<msg>msg_[^/]+)/(?P<prt>[^/]+)\.json$")
 
 
 def read_tree(tree: Tree) -> list[Session]:

@@ -25,10 +25,10 @@ becomes a session of its own, ``<id>:branch-<first entry id>``, linked to the ma
 from __future__ import annotations
 
 import os
-import re
 from collections import Counter
 from typing import Any, BinaryIO
 
+from forensics import knowledge_cache
 from forensics.errors import IngestError
 from forensics.ingest._source import iter_jsonl
 from forensics.ingest._text import clip, json_int
@@ -61,7 +61,7 @@ DEFAULT_LOCATIONS: dict[str, list[str]] = {
 
 SHELL_TOOLS = frozenset({"bash"})
 SKIPPED = frozenset({"thinking_level_change", "label", "custom"})
-_EXITED = re.compile(r"Command exited with code (-?\d+)\s*$")
+_EXITED = knowledge_cache.compile(r"Command exited with code (-?\d+)\s*$")
 EVENT_TEXT_CHARS = 4000
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
-import tomllib
 import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -115,7 +114,7 @@ def _load_spec(path, func: RuleFunc | None) -> RuleSpec:
     where = str(path)
     try:
         data = read_rule_file(path)
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:  # tomllib.TOMLDecodeError, or a file that is not UTF-8
         raise RuleError(f"{where}: {exc}") from None
     missing = [k for k in ("id", "slug", "title", "severity", "summary") if k not in data]
     if missing:

@@ -216,7 +216,8 @@ def _alternation(patterns: list[re.Pattern[str]]) -> tuple[re.Pattern[str], ...]
             or any(_GROUP_NUMBER.search(p.pattern) for p in patterns):
         return tuple(patterns)
     try:
-        return (re.compile("|".join(f"(?:{p.pattern})" for p in patterns), patterns[0].flags),)
+        return (knowledge_cache.compile("|".join(f"(?:{p.pattern})" for p in patterns),
+                                        patterns[0].flags),)
     except re.error:
         return tuple(patterns)
 

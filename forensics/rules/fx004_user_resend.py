@@ -166,7 +166,7 @@ def _accented() -> re.Pattern[str]:
     file's own words are folded at start-up; ``tests/test_fast_paths.py`` checks every code
     point against the decomposition)."""
     if unicodedata.unidata_version in _ACCENTED_UNICODE:
-        return re.compile("[%s]" % "".join(
+        return knowledge_cache.compile("[%s]" % "".join(
             "-".join(re.escape(chr(int(end, 16))) for end in part.split("-"))
             for part in _ACCENTED_RANGES))
     chars = (chr(c) for c in range(0x80, ACCENTED_BELOW))  # another Unicode: work it out
