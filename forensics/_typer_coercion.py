@@ -5,7 +5,7 @@ Typer (from 0.2x on) coerces every parameter of the command that runs through a 
 modules that only they import), to turn strings into the same strings. For the kinds of value
 our commands take (a string, an enum choice, a list of those) the adapter only calls typer's
 own functions (``_parse_cli_str``, ``coerce_cli_choice``); here those functions are called
-directly. Anything else (paths, numbers, a value a function refuses, a parameter with its own
+directly, and a plainly written whole number within its bounds (``batch -j 2``) is ``int``'s. Anything else (paths, numbers, a value a function refuses, a parameter with its own
 parser) goes typer's way, through the adapter built on first need, so every error message and
 every other conversion is typer's. ``install`` does nothing on a typer without these internals
 (older typers coerce through click and never build adapters).
@@ -14,7 +14,7 @@ every other conversion is typer's. ``install`` does nothing on a typer without t
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any, get_args, get_origin
+from typing import Any, Optional, get_args, get_origin
 
 _TYPER_WAY = object()
 """What ``_plain`` answers for a value it leaves to typer."""
@@ -78,4 +78,22 @@ def _plain(annotation: Any, value: Any, info: Any, ctx: Any, coerce_cli_choice) 
                                      case_sensitive=info.case_sensitive, ctx=ctx)
         except ValueError:  # typer's adapter says why, in its words
             return _TYPER_WAY
+    if annotation is int or annotation == Optional[int]:  # None never gets here (typer's)
+        return _plain_int(value, info)
     return _TYPER_WAY
+
+
+def _plain_int(value: Any, info: Any) -> Any:
+    """A whole number written plainly (``8``, not ``+8``, ``08``, ``8_000`` or ``٨``) within the
+    parameter's bounds; anything else, and every error, is typer's."""
+    if type(value) is str and (value == "0" or (value[:1] in "123456789" and value.isascii()
+                                                  and value.isdigit())):
+        number = int(value)
+    elif type(value) is int:
+        number = value
+    else:
+        return _TYPER_WAY
+    low, high = getattr(info, "min", None), getattr(info, "max", None)
+    if (low is not None and number < low) or (high is not None and number > high):
+        return _TYPER_WAY
+    return number

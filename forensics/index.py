@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from forensics import knowledge_cache
 from forensics.resources import templates_dir
 
 if TYPE_CHECKING:
@@ -167,7 +168,9 @@ def _env(autoescape: bool):
 
     return jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())),
                               autoescape=autoescape, trim_blocks=True, lstrip_blocks=True,
-                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                              auto_reload=False,
+                              bytecode_cache=knowledge_cache.template_bytecode_cache())
 
 
 def _md_cell(value: Any) -> str:

@@ -4,7 +4,7 @@ Every run parses the eleven rule files (``tomllib`` is Python: 20 ms), compiles 
 patterns a scan uses and reads the prefilter needles of 165 (``ledger.needles``) from ``re``'s
 parse (``re``'s parser and compiler are Python too: about 70 ms), a third of a small scan, and
 compiles the ~200 methods ``dataclasses`` writes for its classes (43 ms). All four are kept in
-one file: each rule file's parsed TOML under the digest of its text; for each pattern the
+one file (and, for reports, Jinja's compiled templates): each rule file's parsed TOML under the digest of its text; for each pattern the
 program ``re.compile`` hands ``_sre.compile`` (a list of integers), from which a later run
 builds the pattern with ``_sre.compile`` directly, as ``re.compile`` itself ends; and each
 generated method's byte code (``marshal``, as in a ``.pyc``) under the digest of its text.
@@ -45,7 +45,7 @@ MAX_ENTRIES = 20_000
 """Past this many entries (old versions' rule files and patterns pile up over upgrades) the
 file keeps only what the run that writes it used."""
 
-_PARTS = ("patterns", "needles", "rule_files", "code")
+_PARTS = ("patterns", "needles", "rule_files", "code", "templates")
 
 _state: dict[str, Any] = {"store": None, "dirty": False, "checked": False, "off": False,
                           "used": None}
@@ -169,6 +169,29 @@ def _generated_code(source: str) -> types.CodeType:
         entries[key] = binascii.b2a_base64(kept, newline=False).decode("ascii")
         _changed()
     return code
+
+
+def template_bytecode_cache() -> Any:
+    """A Jinja bytecode cache kept in this file: a report's templates compile once, not in
+    every process (about 50 ms each for the case study's and the batch index's)."""
+    import jinja2
+
+    class KeptTemplates(jinja2.BytecodeCache):
+        def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+            stored = _entries("templates", bucket.key).get(bucket.key)
+            if isinstance(stored, str):
+                try:  # Jinja checks its own version and the template's checksum in it
+                    bucket.bytecode_from_string(binascii.a2b_base64(stored))
+                except Exception:  # a damaged entry: compiled again
+                    bucket.reset()
+
+        def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+            if not _state["off"]:
+                kept = binascii.b2a_base64(bucket.bytecode_to_string(), newline=False)
+                _entries("templates", bucket.key)[bucket.key] = kept.decode("ascii")
+                _changed()
+
+    return KeptTemplates()
 
 
 def needles(key: str, work_out: Callable[[], tuple[str, ...] | None]

@@ -301,3 +301,53 @@ def test_a_class_outside_forensics_is_left_to_dataclasses(cache_dir):
     _probe_module("not_forensics_probe")
     assert knowledge_cache._store()["code"] == before
     assert Elsewhere(1) == Elsewhere(1)
+
+
+# -- Jinja's compiled templates -------------------------------------------------------------------
+
+def _template_env(folder: Path, compiled: list[str]):
+    import jinja2
+
+    class Counting(jinja2.Environment):
+        def compile(self, source, name=None, filename=None, raw=False, defer_init=False):
+            compiled.append(name)
+            return super().compile(source, name, filename, raw, defer_init)
+
+    return Counting(loader=jinja2.FileSystemLoader(str(folder)), auto_reload=False,
+                    bytecode_cache=knowledge_cache.template_bytecode_cache())
+
+
+def test_a_template_compiles_once_and_renders_the_same_from_the_cache(cache_dir, tmp_path):
+    folder = tmp_path / "templates"
+    folder.mkdir()
+    (folder / "t.j2").write_text("{% for x in xs %}<{{ x }}>{% endfor %}\n")
+    compiled: list[str] = []
+    assert _template_env(folder, compiled).get_template("t.j2").render(xs=[1, 2]) == "<1><2>"
+    knowledge_cache.save()
+    knowledge_cache.reset()
+    assert _template_env(folder, compiled).get_template("t.j2").render(xs=[3]) == "<3>"
+    assert compiled == ["t.j2"]  # the second environment read it back
+
+    (folder / "t.j2").write_text("{{ xs | length }}\n")  # a changed template: compiled again
+    knowledge_cache.reset()
+    assert _template_env(folder, compiled).get_template("t.j2").render(xs=[3, 4]) == "2"
+    assert compiled == ["t.j2", "t.j2"]
+
+
+def test_a_damaged_template_entry_is_compiled_again(cache_dir, tmp_path):
+    folder = tmp_path / "templates"
+    folder.mkdir()
+    (folder / "t.j2").write_text("[{{ 6 * 7 }}]")
+    compiled: list[str] = []
+    _template_env(folder, compiled).get_template("t.j2")
+    knowledge_cache.save()
+    path = cache_dir / "knowledge.json"
+    data = orjson.loads(path.read_bytes())
+    kept = next(iter(data.values()))["templates"]
+    assert kept
+    for key in kept:
+        kept[key] = "bm90IGJ5dGUgY29kZQ=="  # base64 of words, not of Jinja's bytecode
+    path.write_bytes(orjson.dumps(data))
+    knowledge_cache.reset()
+    assert _template_env(folder, compiled).get_template("t.j2").render() == "[42]"
+    assert compiled == ["t.j2", "t.j2"]

@@ -16,6 +16,7 @@ import sys
 import tomllib
 from enum import Enum
 from pathlib import Path
+from typing import Optional
 
 import pytest
 import typer._coercion
@@ -100,6 +101,9 @@ def _samples(annotation) -> list:
     if isinstance(annotation, type) and issubclass(annotation, Enum):
         members = list(annotation)
         return [*members, *(m.value for m in members), members[0].value.upper(), "bogus", 3]
+    if annotation is int or annotation == Optional[int]:
+        return ["1", "0", "2", "16", "123456789012345678901234567890", "-1", "+3", "007", "1_000",
+                " 4", "4 ", "٣", "1.5", "", "x", 0, 1, 5, -2, True, 1.5, b"1"]
     return ["x", "", "ünï -", "a/b", "-", 7, b"bytes", True, 1.5]
 
 
@@ -113,6 +117,8 @@ def _good(annotation) -> list:
         return ["x", ""]
     if isinstance(annotation, type) and issubclass(annotation, Enum):
         return [*annotation, *(m.value for m in annotation)]
+    if annotation is int or annotation == Optional[int]:
+        return ["1", "2", "16", 3]
     return []
 
 
@@ -159,6 +165,16 @@ def test_a_scan_builds_no_pydantic_validator_for_its_options() -> None:
             "result = CliRunner().invoke(app, ['scan', str(sample_session()), '-f', 'jsonl', "
             "'--select', 'FX0', '--ignore', 'FX004', '--fail-on', 'medium'])\n"
             "assert result.exit_code == 1, result.output\n"
+            "print('typer._adapters' in sys.modules)")
+    assert _run(code) == "False"
+
+
+def test_a_batch_with_a_worker_count_builds_no_pydantic_validator(tmp_path) -> None:
+    code = ("import sys\nfrom typer.testing import CliRunner\nfrom forensics.cli import app\n"
+            "from forensics.resources import sample_session\n"
+            f"result = CliRunner().invoke(app, ['batch', str(sample_session()), '-o', "
+            f"{str(tmp_path / 'out')!r}, '-j', '1', '--no-progress'])\n"
+            "assert result.exit_code in (0, 1), result.output\n"
             "print('typer._adapters' in sys.modules)")
     assert _run(code) == "False"
 

@@ -15,6 +15,7 @@ from functools import cache
 from html import escape
 from typing import Any
 
+from forensics import knowledge_cache
 from forensics.redact import patterns as _patterns, redact as _redact
 from forensics.report._memo import PartMemo, TextMemo
 from forensics.report._prose import Piece, Sentence, plain as _plain, shorten as _shorten
@@ -185,6 +186,7 @@ def _build(fmt: str):
         # The templates ship with the package and do not change while it runs: no stat of
         # each template file (and of each one it imports) at every render.
         auto_reload=False,
+        bytecode_cache=knowledge_cache.template_bytecode_cache(),
     )
 
     @jinja2.pass_context
