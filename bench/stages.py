@@ -104,6 +104,9 @@ def scan(files: list[str], incidents_out: str | None = None, render=None) -> dic
                 t = time.perf_counter()
                 rendered += len(render(result))
                 render_s += time.perf_counter() - t
+            # As ``forensics scan`` does: a session and its result go before the next is read
+            # (kept, the peak would be two sessions, the harness's, not the scanner's).
+            del s, result
     if sink:
         sink.close()
     out = {"sessions": sessions, "turns": turns, "incidents": incidents, "crashes": crashes}
