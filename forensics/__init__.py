@@ -9,7 +9,12 @@ from forensics import knowledge_cache as _knowledge_cache
 
 _knowledge_cache.keep_generated_code()  # before any of forensics' classes is made
 
-from forensics.errors import ConfigError, ForensicsError, IngestError, UnknownFormatError  # noqa: E402
+from forensics.errors import (  # noqa: E402
+    ConfigError,
+    ForensicsError,
+    IngestError,
+    UnknownFormatError,
+)
 
 # Everything else loads on first use, so `forensics --help` does not pay for pydantic or polars.
 _LAZY = {

@@ -5,10 +5,11 @@ Typer (from 0.2x on) coerces every parameter of the command that runs through a 
 modules that only they import), to turn strings into the same strings. For the kinds of value
 our commands take (a string, an enum choice, a list of those) the adapter only calls typer's
 own functions (``_parse_cli_str``, ``coerce_cli_choice``); here those functions are called
-directly, and a plainly written whole number within its bounds (``batch -j 2``) is ``int``'s. Anything else (paths, numbers, a value a function refuses, a parameter with its own
-parser) goes typer's way, through the adapter built on first need, so every error message and
-every other conversion is typer's. ``install`` does nothing on a typer without these internals
-(older typers coerce through click and never build adapters).
+directly, and a plainly written whole number within its bounds (``batch -j 2``) is
+``int``'s. Anything else (paths, other numbers, a value a function refuses, a parameter with
+its own parser) goes typer's way, through the adapter built on first need, so every error
+message and every other conversion is typer's. ``install`` does nothing on a typer without
+these internals (older typers coerce through click and never build adapters).
 """
 
 from __future__ import annotations

@@ -4,10 +4,11 @@ Every run parses the eleven rule files (``tomllib`` is Python: 20 ms), compiles 
 patterns a scan uses and reads the prefilter needles of 165 (``ledger.needles``) from ``re``'s
 parse (``re``'s parser and compiler are Python too: about 70 ms), a third of a small scan, and
 compiles the ~200 methods ``dataclasses`` writes for its classes (43 ms). All four are kept in
-one file (and, for reports, Jinja's compiled templates): each rule file's parsed TOML under the digest of its text; for each pattern the
-program ``re.compile`` hands ``_sre.compile`` (a list of integers), from which a later run
-builds the pattern with ``_sre.compile`` directly, as ``re.compile`` itself ends; and each
-generated method's byte code (``marshal``, as in a ``.pyc``) under the digest of its text.
+one file, with Jinja's compiled report templates: each rule file's parsed TOML under the digest
+of its text; for each pattern the program ``re.compile`` hands ``_sre.compile`` (a list of
+integers), from which a later run builds the pattern with ``_sre.compile`` directly, as
+``re.compile`` itself ends; and each generated method's byte code (``marshal``, as in a
+``.pyc``) under the digest of its text.
 
 * The file is ``$FORENSICS_CACHE_DIR/knowledge.json`` (an empty value: no cache), else
   ``$XDG_CACHE_HOME/forensics/``, else ``~/.cache/forensics/``; it holds one interpreter's
