@@ -42,22 +42,28 @@ def builtin_file() -> Path:
     return data_dir("redaction") / "secrets.toml"
 
 
-def load_patterns(path: str | os.PathLike[str]) -> list[SecretPattern]:
-    """The ``[[secret]]`` entries of one pattern file, checked (a bad regex names the file)."""
+def load_patterns(path: str | os.PathLike[str], *, shipped: bool = False
+                  ) -> list[SecretPattern]:
+    """The ``[[secret]]`` entries of one pattern file, checked (a bad regex names the file).
+
+    ``shipped``: the built-in file, whose parse and patterns the knowledge cache keeps. A
+    user's file is read afresh: its patterns may spell out a secret of theirs, which is not
+    copied into a cache."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: {exc.strerror or exc}") from None
 
     def parse(text: str) -> dict[str, Any]:
-        import tomllib  # only when the file is new to the knowledge cache
+        import tomllib  # the shipped file's: only when it is new to the knowledge cache
 
         try:
             return tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: {exc}") from None
 
-    data = knowledge_cache.rule_file(text, parse)
+    data = knowledge_cache.rule_file(text, parse) if shipped else parse(text)
+    compile_pattern = knowledge_cache.compile if shipped else re.compile
     out = []
     for n, entry in enumerate(data.get("secret", []), 1):
         where = f"{path}: [[secret]] #{n}"
@@ -65,7 +71,7 @@ def load_patterns(path: str | os.PathLike[str]) -> list[SecretPattern]:
                 or not isinstance(entry.get("pattern"), str):
             raise ConfigError(f"{where} needs a kind and a pattern (strings)")
         try:
-            regex = knowledge_cache.compile(entry["pattern"])
+            regex = compile_pattern(entry["pattern"])
         except re.error as exc:
             raise ConfigError(f"{where} ({entry['kind']}): bad pattern: {exc}") from None
         keep = bool(entry.get("keep", 0))
@@ -101,7 +107,7 @@ def extra_files() -> tuple[str, ...]:
 @cache
 def patterns() -> tuple[SecretPattern, ...]:
     """The built-in patterns, then every extra file's, in order."""
-    found = load_patterns(builtin_file())
+    found = load_patterns(builtin_file(), shipped=True)
     for f in extra_files():
         found.extend(load_patterns(f))
     return tuple(found)

@@ -351,3 +351,17 @@ def test_a_damaged_template_entry_is_compiled_again(cache_dir, tmp_path):
     knowledge_cache.reset()
     assert _template_env(folder, compiled).get_template("t.j2").render() == "[42]"
     assert compiled == ["t.j2", "t.j2"]
+
+
+def test_a_users_secret_patterns_are_not_copied_into_the_cache(cache_dir, tmp_path):
+    from forensics.redact import builtin_file, load_patterns
+
+    mine = tmp_path / "mine.toml"
+    mine.write_text('[[secret]]\nkind = "ours"\npattern = "acme-live-7f3a9c"\n')
+    [pattern] = load_patterns(mine)
+    assert pattern.regex.search("key acme-live-7f3a9c here")
+    shipped = load_patterns(builtin_file(), shipped=True)
+    store = knowledge_cache._store()
+    assert not any("acme-live" in key for key in store["patterns"])
+    assert not any("acme-live" in text for text in store["rule_files"].values())
+    assert any(p.regex.pattern in key for p in shipped for key in store["patterns"])
