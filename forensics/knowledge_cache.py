@@ -49,7 +49,7 @@ file keeps only what the run that writes it used."""
 _PARTS = ("patterns", "needles", "rule_files", "code", "templates")
 
 _state: dict[str, Any] = {"store": None, "dirty": False, "checked": False, "off": False,
-                          "used": None}
+                          "used": None, "exec": builtins.exec}
 
 
 def _interpreter() -> str:
@@ -136,7 +136,10 @@ def keep_generated_code() -> None:
     stored byte code (``_exec_generated``)."""
     import dataclasses
 
-    dataclasses.exec = _exec_generated  # type: ignore[attr-defined]  # shadows the builtin there
+    current = getattr(dataclasses, "exec", builtins.exec)
+    if current is not _exec_generated:  # a hook someone set before still gets the others
+        _state["exec"] = current
+        dataclasses.exec = _exec_generated  # type: ignore[attr-defined]  # shadows the builtin
 
 
 def _exec_generated(source: Any, module_globals: Any = None, namespace: Any = None, /,
@@ -150,7 +153,7 @@ def _exec_generated(source: Any, module_globals: Any = None, namespace: Any = No
     as before."""
     if (_state["off"] or kw or not isinstance(source, str) or not isinstance(module_globals, dict)
             or not str(module_globals.get("__name__", "")).startswith("forensics.")):
-        return builtins.exec(source, module_globals, namespace, **kw)
+        return _state["exec"](source, module_globals, namespace, **kw)
     builtins.exec(_generated_code(source), module_globals, namespace)
 
 

@@ -365,3 +365,24 @@ def test_a_users_secret_patterns_are_not_copied_into_the_cache(cache_dir, tmp_pa
     assert not any("acme-live" in key for key in store["patterns"])
     assert not any("acme-live" in text for text in store["rule_files"].values())
     assert any(p.regex.pattern in key for p in shipped for key in store["patterns"])
+
+
+def test_an_exec_hook_set_before_forensics_still_gets_the_other_classes(tmp_path):
+    code = ("import builtins, dataclasses\n"
+            "seen = []\n"
+            "def theirs(source, module_globals=None, *args, **kw):\n"
+            "    seen.append((module_globals or {}).get('__name__'))\n"
+            "    return builtins.exec(source, module_globals, *args, **kw)\n"
+            "dataclasses.exec = theirs\n"
+            "import forensics, forensics.model\n"
+            "from forensics import knowledge_cache\n"
+            "knowledge_cache.keep_generated_code()  # a second call changes nothing\n"
+            "@dataclasses.dataclass\n"
+            "class Mine:\n"
+            "    a: int\n"
+            "assert Mine(1) == Mine(1)\n"
+            "print(sorted(set(map(str, seen))))")
+    env = {**os.environ, "FORENSICS_CACHE_DIR": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True,
+                         text=True).stdout.strip()
+    assert out == "['__main__']"  # theirs saw this class, none of forensics'
