@@ -406,3 +406,14 @@ def test_a_crash_keeps_the_line_that_tells_how_it_died() -> None:
     assert [c.kind for c in died.changes] == ["crash"]
     [served] = track(cases["log-traceback-but-port-answers"].session, KNOW)
     assert [c.kind for c in served.changes] == ["crash-after-up", "revived"]
+
+
+def test_the_shipped_knowledge_is_the_duplicate_launch_files_params() -> None:
+    import tomllib
+
+    from forensics.analysis.ledger import Knowledge, shipped_knowledge
+    from forensics.resources import rules_dir
+
+    [path] = sorted(rules_dir().glob("*-duplicate-launch.toml"))
+    whole = tomllib.loads(path.read_text(encoding="utf-8"))  # cases and all
+    assert shipped_knowledge() == Knowledge.build(**whole["params"])

@@ -44,7 +44,7 @@ from enum import Enum
 from functools import cache, cached_property
 from typing import Any, ClassVar
 
-from forensics.resources import rules_dir
+from forensics.resources import read_rule_file, rules_dir
 from forensics.model import AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn, UserTurn
 from forensics.analysis.params import build as build_params
 from forensics.analysis.phrases import compile_later, phrase_pattern, source_of
@@ -1526,10 +1526,8 @@ def _signature(launch: Launch) -> str:
 def shipped_knowledge() -> Knowledge:
     """The process knowledge as shipped: the ``[params]`` of the duplicate-launch rule file,
     which owns it, for a reader of the ledger when that rule did not run."""
-    import tomllib
-
     [path] = sorted(rules_dir().glob("*-duplicate-launch.toml"))
-    return Knowledge.build(**tomllib.loads(path.read_text(encoding="utf-8"))["params"])
+    return Knowledge.build(**read_rule_file(path)["params"])
 
 
 ChildLoader = Callable[[Session, ToolCall, ToolResultTurn], "Session | None"]
