@@ -28,7 +28,8 @@ WRAPPERS = frozenset({"nohup", "setsid", "exec", "time", "command", "builtin", "
 _DETACHING = frozenset({"setsid", "disown"})  # out of the process group (nohup is not)
 _WITH_OPTIONS = frozenset({"setsid", "stdbuf", "xvfb-run"})
 _ASSIGN = knowledge_cache.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_REDIRECT = knowledge_cache.compile(r"^(?:\d*|&)>>?(?:&\d+|&-)?$|^(?:\d*|&)>>?\S+$|^\d*<\S*$|^<<<?$|^\d*>&\d+$")
+_REDIRECT = knowledge_cache.compile(
+    r"^(?:\d*|&)>>?(?:&\d+|&-)?$|^(?:\d*|&)>>?\S+$|^\d*<\S*$|^<<<?$|^\d*>&\d+$")
 _LOG_TOKEN = knowledge_cache.compile(r"\.(?:log|out|err)$", re.I)
 
 
@@ -90,8 +91,9 @@ def words(text: str) -> tuple[list[str], bool]:
 
 _BLANK_SEPARATED = knowledge_cache.compile(r"[^ \t\r\n]+")
 _QUOTING = knowledge_cache.compile(r"['\"\\]")
-_PIECE = knowledge_cache.compile(r"""[^ \t\r\n'"\\]+|\\(.)|'([^']*)'|"((?:[^"\\]|\\.)*)"|([ \t\r\n]+)""",
-                    re.S)
+_PIECE = knowledge_cache.compile(
+    r"""[^ \t\r\n'"\\]+|\\(.)|'([^']*)'|"((?:[^"\\]|\\.)*)"|([ \t\r\n]+)""",
+    re.S)
 _IN_DOUBLE_QUOTES = knowledge_cache.compile(r"\\(.)", re.S)
 
 
@@ -140,8 +142,9 @@ def _unescape_in_double_quotes(escape: re.Match[str]) -> str:
     return char if char in '"\\' else escape.group(0)
 
 
-_CMD_START = knowledge_cache.compile(r'^\s*start\s+(?:/[A-Za-z]+(?::\S+)?\s+)*"([^"]*)"\s+'
-                        r'(?:/[A-Za-z]+(?::\S+)?\s+)*(?=\S)', re.I)
+_CMD_START = knowledge_cache.compile(
+    r'^\s*start\s+(?:/[A-Za-z]+(?::\S+)?\s+)*"([^"]*)"\s+'
+    r'(?:/[A-Za-z]+(?::\S+)?\s+)*(?=\S)', re.I)
 """cmd.exe's ``start "window title" [/flags] program …``: the program after the title runs in
 a window of its own, and the command returns at once (a detached launch)."""
 

@@ -146,7 +146,8 @@ def _telling() -> re.Pattern[str] | None:
 
 
 _REMINDER = knowledge_cache.compile(r"<system-reminder>.*?(?:</system-reminder>|\Z)", re.S)
-_TAG_ONLY = knowledge_cache.compile(r"^\s*</?[\w:-]+>\s*$")  # harness wrappers such as </shell_metadata>
+# harness wrappers such as </shell_metadata>
+_TAG_ONLY = knowledge_cache.compile(r"^\s*</?[\w:-]+>\s*$")
 
 
 def telling_lines(text: str, limit: int = 3, *, fallback: int | None = None) -> list[str]:

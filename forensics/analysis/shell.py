@@ -194,7 +194,8 @@ def _split_pipe(text: str) -> list[str]:
     return parts
 
 
-_SHELLISH = knowledge_cache.compile(r"bash|shell|exec|powershell|pwsh|terminal|command|cmd|monitor", re.I)
+_SHELLISH = knowledge_cache.compile(
+    r"bash|shell|exec|powershell|pwsh|terminal|command|cmd|monitor", re.I)
 _CODE_MODE = knowledge_cache.compile(r"exec_command\(\s*(\{.*?\})\s*\)", re.S)
 
 

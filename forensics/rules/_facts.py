@@ -233,8 +233,9 @@ def _anchored(pattern: re.Pattern[str]) -> bool:
         _constants.AT_BEGINNING, _constants.AT_BEGINNING_STRING)
 
 
-_RUNNER = knowledge_cache.compile(r"^(?:npx|bunx|pnpx|pnpm\s+(?:exec|dlx)|yarn\s+(?:exec|dlx)|pnpm|yarn|bun"
-                     r"|poetry\s+run|uv\s+run|pipenv\s+run|pdm\s+run|bundle\s+exec)\s+(?:--\S+\s+)*")
+_RUNNER = knowledge_cache.compile(
+    r"^(?:npx|bunx|pnpx|pnpm\s+(?:exec|dlx)|yarn\s+(?:exec|dlx)|pnpm|yarn|bun"
+    r"|poetry\s+run|uv\s+run|pipenv\s+run|pdm\s+run|bundle\s+exec)\s+(?:--\S+\s+)*")
 """A package runner in front of the tool it runs (``pnpm vitest``, ``uv run pytest``)."""
 
 _PATCH_FILE = knowledge_cache.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", re.M)

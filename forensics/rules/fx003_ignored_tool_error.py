@@ -46,10 +46,14 @@ from forensics.rules import rule
 
 _PATH = knowledge_cache.compile(r"(?:[A-Za-z]:)?[\w.~-]*[/\\][\w./\\@+-]+")
 _QUOTED = knowledge_cache.compile(r"[`'\"“‘]([^`'\"”’\n]{3,80})[`'\"”’]")
-_NAMES = knowledge_cache.compile(r"\b[A-Z][A-Za-z]*(?:Error|Exception|Exit|Fault)\b|\bE[A-Z][A-Z_]{2,}\b"
-                    r"|\b[A-Z]{1,4}\d{3,5}\b")
-_MODULE = knowledge_cache.compile(r"No module named ['\"]?([\w.]+)|Cannot find module ['\"]([^'\"]+)"
-                     r"|command not found: (\S+)|(\S+): command not found")
+_NAMES = knowledge_cache.compile(
+    r"\b[A-Z][A-Za-z]*(?:Error|Exception|Exit|Fault)\b|\bE[A-Z][A-Z_]{2,}\b"
+    r"|\b[A-Z]{1,4}\d{3,5}\b")
+_MODULE = knowledge_cache.compile(
+    r"No module named ['\"]?([\w.]+)|Cannot find module ['\"]([^'\"]+)"
+    r"|command not found: (\S+)|(\S+): command not found")
+
+
 @rule("FX003")
 def ignored_tool_error(session: Session, params: IgnoredToolErrorParams) -> Iterator[Finding]:
     k = params
@@ -341,7 +345,8 @@ class _Facts:
         return any(re.search(rf"(?<!\d){p}(?!\d)", blob) for p in self.ports)
 
 
-_HTTP_STATUS = knowledge_cache.compile(r"(?i)\b(?:HTTP(?:/[\d.]+)?|status(?: code)?)\s*:?\s*([1-5]\d\d)\b")
+_HTTP_STATUS = knowledge_cache.compile(
+    r"(?i)\b(?:HTTP(?:/[\d.]+)?|status(?: code)?)\s*:?\s*([1-5]\d\d)\b")
 _URL = knowledge_cache.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.I)
 _PORT = knowledge_cache.compile(r"(?:port\s+|:)(\d{4,5})\b", re.I)
 _NAME_LIKE = knowledge_cache.compile(r"[A-Z_./\\:-]|\d|[a-z][A-Z]")

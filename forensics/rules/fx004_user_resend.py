@@ -314,7 +314,8 @@ def _reports_new_error(earlier: str, later: str, error_paste: re.Pattern[str]) -
 
 
 _IDENTIFIER = knowledge_cache.compile(r"[\w][\w.:/@-]*[\w]")
-_NAMING = knowledge_cache.compile(r"(?=.*[^\W\d_])(?:.*_|.*[a-z][A-Z]|.*[^\W\d_].*\d|.*\d.*[^\W\d_])")
+_NAMING = knowledge_cache.compile(
+    r"(?=.*[^\W\d_])(?:.*_|.*[a-z][A-Z]|.*[^\W\d_].*\d|.*\d.*[^\W\d_])")
 """An identifier names something: it holds a letter and an underscore, an inner capital or a
 digit (``employee_id``, ``sortSites``, ``weekly.xml:17``); plain words and bare numbers do not."""
 
