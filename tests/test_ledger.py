@@ -416,4 +416,5 @@ def test_the_shipped_knowledge_is_the_duplicate_launch_files_params() -> None:
 
     [path] = sorted(rules_dir().glob("*-duplicate-launch.toml"))
     whole = tomllib.loads(path.read_text(encoding="utf-8"))  # cases and all
-    assert shipped_knowledge() == Knowledge.build(**whole["params"])
+    # compared by value: the repr leaves out the per-command memos, which other tests fill
+    assert repr(shipped_knowledge()) == repr(Knowledge.build(**whole["params"]))
