@@ -6,6 +6,7 @@ import traceback
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
+from forensics.analysis.session_cache import new_session
 from forensics.config import Config
 from forensics.findings import Finding, Incident, record_digest
 from forensics.ingest._source import fewer_collections
@@ -77,6 +78,7 @@ def scan_session(session: Session, config: Config | None = None,
                  rules: Iterable[RuleSpec] | None = None) -> ScanResult:
     """Every incident the selected rules find in ``session``, in turn order."""
     config = config or Config()
+    new_session()  # the last session's parsed texts go (analysis/session_cache.py)
     result = ScanResult(session=session)
     with fewer_collections():
         _run_rules(session, config, rules, result)

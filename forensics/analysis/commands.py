@@ -17,9 +17,9 @@ import re
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
 
 from forensics import knowledge_cache
+from forensics.analysis.session_cache import per_session
 from forensics.analysis.shell import Pipeline, split_commands, split_pipelines
 
 WRAPPERS = frozenset({"nohup", "setsid", "exec", "time", "command", "builtin", "stdbuf",
@@ -149,7 +149,7 @@ _CMD_START = knowledge_cache.compile(
 a window of its own, and the command returns at once (a detached launch)."""
 
 
-@lru_cache(maxsize=16384)
+@per_session(maxsize=16384)
 def parse(text: str, background: bool = False) -> Command:
     """``text`` as a typed command (cached by text)."""
     started = _CMD_START.match(text)
@@ -242,7 +242,7 @@ def parse(text: str, background: bool = False) -> Command:
                    logs=frozenset(logs), quoted_ok=clean)
 
 
-@lru_cache(maxsize=4096)
+@per_session(maxsize=4096)
 def parse_script(script: str) -> tuple[Command, ...]:
     """Every pipeline of a script as a typed command, in order (cached by script text)."""
     return tuple(parse(p.text, p.background) for p in split_pipelines(script))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from forensics import knowledge_cache
+from forensics.analysis.session_cache import per_session
 from forensics.model import ToolCall
 
 
@@ -158,7 +159,7 @@ def _trim_grouping(chunk: str) -> str:
     return chunk.strip()
 
 
-@lru_cache(maxsize=4096)
+@per_session(maxsize=4096)
 def split_commands(command: str) -> tuple[str, ...]:
     """Simple commands of a script, in order: its pipelines split at ``|``."""
     out: list[str] = []

@@ -16,6 +16,7 @@ from forensics import knowledge_cache
 from forensics.analysis import Run, analysis_of
 from forensics.model import AssistantTurn, Session, ToolCall, ToolResultTurn, Turn, UserTurn
 from forensics.analysis.phrases import compile_later
+from forensics.analysis.session_cache import per_session
 from forensics.analysis.shell import FILE_KEYS, command_of, split_commands
 
 # -- words ------------------------------------------------------------------------------------
@@ -118,7 +119,7 @@ def runs(session: Session) -> list[Run]:
     return analysis_of(session).runs
 
 
-@lru_cache(maxsize=4096)
+@per_session(maxsize=4096)
 def normalized_command(command: str) -> str:
     """A script in comparable form: per pipeline, whitespace folded and environment prefixes,
     wrappers and redirections taken off (the typed command of ``forensics.analysis``)."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any, ClassVar
 
@@ -35,6 +35,7 @@ from forensics.analysis.outcome import any_of as _any_of
 from forensics.analysis.outcome import telling_lines
 from forensics.analysis.phrases import compile_later
 from forensics.analysis.phrases import phrase_pattern as _phrases
+from forensics.analysis.session_cache import per_session
 from forensics.analysis.shell import command_of as _script_of
 from forensics.analysis.shell import FILE_KEYS, split_commands
 from forensics.analysis.text import edges as _edges
@@ -430,7 +431,7 @@ def _folders(path: str) -> set[str]:
     return {f for f in out if len(f) >= 8}
 
 
-@lru_cache(maxsize=4096)
+@per_session(maxsize=4096)
 def _mention_pattern(term: str) -> re.Pattern[str]:
     edge_l = r"(?<![\w.-])" if term[:1].isalnum() or term[:1] == "_" else ""
     edge_r = r"(?![\w-])" if term[-1:].isalnum() or term[-1:] == "_" else ""
