@@ -13,6 +13,7 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from forensics.rules import fx003_ignored_tool_error as fx003
 from forensics.rules import fx004_user_resend as fx004
 
 _MARKS = re.compile("[%s]" % "".join(
@@ -217,3 +218,37 @@ def test_the_shipped_accent_table_is_what_another_unicode_would_work_out(monkeyp
     for code in range(0x80, fx004.ACCENTED_BELOW):
         assert bool(worked_out.fullmatch(chr(code))) == bool(shipped.fullmatch(chr(code))), \
             hex(code)
+
+
+def _mentions_by_definition(text: str, term: str) -> bool:
+    """FX003's whole-word mention as first written: one pattern per term."""
+    term, text = fx003._slashes(term), fx003._slashes(text)
+    edge_l = r"(?<![\w.-])" if term[:1].isalnum() or term[:1] == "_" else ""
+    edge_r = r"(?![\w-])" if term[-1:].isalnum() or term[-1:] == "_" else ""
+    return bool(re.search(edge_l + re.escape(term.lower()) + edge_r, text))
+
+
+# the characters a mention's edges turn on: word characters of several scripts, digits,
+# the joiners ``.``, ``-``, ``_``, both slashes, space, punctuation and upper case (which
+# lower-casing the term changes, and which may lower to more than one character)
+_EDGES = st.sampled_from(list("ab_.-/\\ :'\"()x1Aé9٣中İẞ\u00b2\t\n"))
+
+
+@given(st.text(_EDGES, max_size=12), st.text(_EDGES, max_size=30), st.data())
+@settings(max_examples=2000)
+def test_mentions_as_defined(term: str, text: str, data) -> None:
+    # plant the term in the text half the time, so that hits are tried as often as misses
+    if data.draw(st.booleans()):
+        at = data.draw(st.integers(0, len(text)))
+        text = text[:at] + term.lower() + text[at:]
+    assert fx003._mentions(text, term) == _mentions_by_definition(text, term)
+
+
+def test_mentions_on_written_cases() -> None:
+    assert fx003._mentions("the file app.py failed", "app.py")
+    assert not fx003._mentions("see myapp.py", "app.py")  # glued to a word on the left
+    assert not fx003._mentions("see .app.py", "app.py")  # ... or to a dot
+    assert fx003._mentions("see app.py.", "app.py")  # a full stop after it is no glue
+    assert not fx003._mentions("app.py-old", "app.py")
+    assert fx003._mentions("app.py-old then app.py", "app.py")  # a later clean occurrence
+    assert fx003._mentions("in c:/src/x", "C:\\src")  # slashes folded, term lower-cased

@@ -9,7 +9,6 @@ import forensics
 from forensics.analysis import commands, session_cache, shell
 from forensics.engine import scan_session
 from forensics.rules import _facts
-from forensics.rules import fx003_ignored_tool_error as fx003
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SAMPLE = Path(forensics.__file__).parent / "samples" / "sample-session.json"
@@ -49,7 +48,7 @@ def test_findings_do_not_depend_on_the_session_scanned_before() -> None:
 
 def test_every_text_cache_is_emptied() -> None:
     for cached in (commands.parse, commands.parse_script, shell.split_commands,
-                   _facts.normalized_command, fx003._mention_pattern):
+                   _facts.normalized_command):
         assert cached in session_cache._CACHED
     scan_session(_one(SAMPLE))
     assert commands.parse.cache_info().currsize > 0
