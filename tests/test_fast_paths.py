@@ -13,6 +13,7 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from forensics.analysis import outcome
 from forensics.rules import fx003_ignored_tool_error as fx003
 from forensics.rules import fx004_user_resend as fx004
 
@@ -252,3 +253,41 @@ def test_mentions_on_written_cases() -> None:
     assert not fx003._mentions("app.py-old", "app.py")
     assert fx003._mentions("app.py-old then app.py", "app.py")  # a later clean occurrence
     assert fx003._mentions("in c:/src/x", "C:\\src")  # slashes folded, term lower-cased
+
+
+@given(st.text(st.sampled_from(list("a_9é中٣ \t.-:/<>\u00b2\u200b\u0301")), max_size=12))
+@settings(max_examples=1000)
+def test_three_word_characters_as_counted(line: str) -> None:
+    counted = len(re.findall(r"\w", line)) >= 3
+    assert bool(outcome._THREE_WORD_CHARS.search(line)) == counted
+
+
+def _word_kind_by_definition(text: str, kind: str):
+    """The report's gloss lookup as first written: a pattern per word for corrections."""
+    from forensics.report import knowledge
+    from forensics.report._prose import norm
+
+    flat = norm(text).strip(" .!?。！？,，")
+    for word in knowledge.words().words:
+        if word.kind != kind:
+            continue
+        w = word.text.lower()
+        if flat == w or (kind == "correction" and re.match(re.escape(w) + r"(?:\W|$)", flat)):
+            return word
+    return None
+
+
+def test_word_kind_as_defined() -> None:
+    from forensics.report import knowledge, readings
+
+    shipped = knowledge.words().words
+    texts = {""}
+    for word in shipped:
+        for tail in ("", " ", " now", "x", "_x", "-x", "1", "é", "\n", "!", " 不对"):
+            texts |= {word.text + tail, word.text.upper() + tail, "  " + word.text + tail}
+    kinds = {w.kind for w in shipped} | {"retry", "continue", "correction"}
+    assert len(texts) > 100 and "correction" in {w.kind for w in shipped}
+    for kind in kinds:
+        for text in texts:
+            assert readings._word_kind(text, kind) == _word_kind_by_definition(text, kind), (
+                kind, text)

@@ -148,6 +148,9 @@ def _telling() -> re.Pattern[str] | None:
 _REMINDER = knowledge_cache.compile(r"<system-reminder>.*?(?:</system-reminder>|\Z)", re.S)
 # harness wrappers such as </shell_metadata>
 _TAG_ONLY = knowledge_cache.compile(r"^\s*</?[\w:-]+>\s*$")
+_THREE_WORD_CHARS = knowledge_cache.compile(r"\w\W*\w\W*\w")
+"""A line with three word characters or more: the first three, and what stands between them
+(``len(re.findall(r"\\w", line)) >= 3`` without a list of every one, over every output line)."""
 
 
 def telling_lines(text: str, limit: int = 3, *, fallback: int | None = None) -> list[str]:
@@ -156,7 +159,7 @@ def telling_lines(text: str, limit: int = 3, *, fallback: int | None = None) -> 
     if "<system-reminder>" in (text or ""):
         text = _REMINDER.sub("", text)
     lines = [ln.rstrip() for ln in (text or "").splitlines()
-             if len(re.findall(r"\w", ln)) >= 3 and not _TAG_ONLY.match(ln)]
+             if _THREE_WORD_CHARS.search(ln) and not _TAG_ONLY.match(ln)]
     telling = _telling()
     hits = [ln for ln in lines if telling is not None and telling.search(ln)]
     chosen = hits[-limit:] if hits else lines[-(fallback or limit):]

@@ -141,14 +141,31 @@ def _completed(session: Session, results: Sequence[ToolResultTurn]) -> Signal | 
 
 
 def _word_kind(text: str, kind: str) -> knowledge.Word | None:
+    r"""The first word of this kind the text is (a correction: the text starts with it, then a
+    non-word character or its end, as ``re.match(escape(w) + r"(?:\W|$)")`` would say)."""
     flat = norm(text).strip(" .!?。！？,，")
-    for word in knowledge.words().words:
-        if word.kind != kind:
-            continue
-        w = word.text.lower()
-        if flat == w or (kind == "correction" and re.match(re.escape(w) + r"(?:\W|$)", flat)):
+    prefix = kind == "correction"
+    for w, word in _words_of_kind(kind):
+        if flat == w:
+            return word
+        if prefix and flat.startswith(w) and (len(flat) == len(w) or not (
+                (c := flat[len(w)]).isalnum() or c == "_")):
             return word
     return None
+
+
+_WORDS_OF_KIND: dict[str, tuple[knowledge.Words, tuple[tuple[str, knowledge.Word], ...]]] = {}
+
+
+def _words_of_kind(kind: str) -> tuple[tuple[str, knowledge.Word], ...]:
+    """The knowledge's words of one kind, lower-cased, in the file's order: worked out once,
+    not for every quote a case study glosses (kept while ``knowledge.words()`` is the same)."""
+    words = knowledge.words()
+    kept = _WORDS_OF_KIND.get(kind)
+    if kept is None or kept[0] is not words:
+        kept = _WORDS_OF_KIND[kind] = (words, tuple(
+            (w.text.lower(), w) for w in words.words if w.kind == kind))
+    return kept[1]
 
 
 def gloss(text: str) -> knowledge.Word | None:

@@ -145,6 +145,8 @@ class _Runs:
                                      if r.call.name.lower() in delegates), len(all_runs))
         self._checks: dict[str, tuple[list[int], list[tuple[Run, Outcome]]]] = {}
         self._reports: dict[str, dict[int, bool]] = {}
+        self._lowered: dict[int, str] = {}
+        self._marked: dict[tuple[str, int], bool] = {}
 
     def count_before(self, turn: AssistantTurn) -> int:
         """How many runs belong to ``turn`` and the turns before it."""
@@ -185,6 +187,23 @@ class _Runs:
             if hit:
                 return True
         return False
+
+    def output_says(self, result: ToolResultTurn, phrase: str, kind: str, marker) -> bool:
+        """Does this output, lower-cased, hold the claim's phrase, or this kind's success
+        marker in its last 3,000 characters? Claims after the same edit look back over the
+        same outputs: each is lower-cased once, and searched once per kind."""
+        at = result.ordinal
+        text = self._lowered.get(at)
+        if text is None:
+            text = self._lowered[at] = result.output.lower()
+        if phrase in text:
+            return True
+        if marker is None:
+            return False
+        hit = self._marked.get((kind, at))
+        if hit is None:
+            hit = self._marked[kind, at] = bool(marker.search(text[-3000:]))
+        return hit
 
     def delegated_before(self, count: int) -> bool:
         """Did one of the first ``count`` runs hand work to a subagent."""
@@ -308,8 +327,7 @@ def _seen_in_output(session, turn, claim, all_runs: _Runs, marker, done) -> bool
     for t in session.turns[since:turn.ordinal - 1]:
         if not isinstance(t, ToolResultTurn) or t.failed:
             continue
-        text = t.output.lower()
-        if claim.phrase in text or (marker is not None and marker.search(text[-3000:])):
+        if all_runs.output_says(t, claim.phrase, claim.kind, marker):
             return True
     return False
 
