@@ -291,3 +291,32 @@ def test_word_kind_as_defined() -> None:
         for text in texts:
             assert readings._word_kind(text, kind) == _word_kind_by_definition(text, kind), (
                 kind, text)
+
+
+def _figures_by_definition(text: str, limit: int, pattern) -> tuple[str, ...]:
+    """The report's figure sentences as first written: every sentence cleaned and searched."""
+    from forensics.report.narrative import _MARKUP, _SENTENCE_END
+
+    out: list[str] = []
+    for chunk in _SENTENCE_END.split(text or ""):
+        chunk = _MARKUP.sub("", chunk).strip(" -*#|>")
+        if 8 < len(chunk) <= 400 and pattern.search(chunk) and not chunk.startswith("$"):
+            out.append(chunk)
+            if len(out) == limit:
+                break
+    return tuple(out)
+
+
+_FIGURE_TEXT = st.lists(st.sampled_from(
+    ["1", "٣", "12,5", "3.5", " ", "\n", ". ", "! ", "**", "`", "__", "$", "-", "#", "ms", "s",
+     " MB", " tests", " requests", "passed", "took", "x", "é"]), max_size=40).map("".join)
+
+
+@given(_FIGURE_TEXT, st.integers(0, 4))
+@settings(max_examples=1000)
+def test_figures_as_defined(text: str, limit: int) -> None:
+    from forensics.report import narrative
+
+    pattern = narrative._figure_pattern()
+    assert narrative._figures_in(text, limit, pattern) == _figures_by_definition(
+        text, limit, pattern)

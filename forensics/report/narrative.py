@@ -180,11 +180,18 @@ def figures_in(text: str, limit: int = 3) -> list[str]:
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _MARKUP = re.compile(r"\*\*|__|`")
+_DIGIT = re.compile(r"\d")
+"""Every figure starts with a digit, and taking the markup off a sentence adds none: a
+sentence without one is passed over before it is cleaned and searched."""
 
 
 def _figures_in(text: str, limit: int, pattern: re.Pattern[str]) -> tuple[str, ...]:
     out: list[str] = []
+    if not _DIGIT.search(text or ""):
+        return ()
     for chunk in _SENTENCE_END.split(text or ""):
+        if not _DIGIT.search(chunk):
+            continue
         chunk = _MARKUP.sub("", chunk).strip(" -*#|>")
         if 8 < len(chunk) <= 400 and pattern.search(chunk) and not chunk.startswith("$"):
             out.append(chunk)
