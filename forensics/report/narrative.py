@@ -187,9 +187,10 @@ sentence without one is passed over before it is cleaned and searched."""
 
 def _figures_in(text: str, limit: int, pattern: re.Pattern[str]) -> tuple[str, ...]:
     out: list[str] = []
-    if not _DIGIT.search(text or ""):
+    text = text or ""
+    if not _DIGIT.search(text):
         return ()
-    for chunk in _SENTENCE_END.split(text or ""):
+    for chunk in _SENTENCE_END.split(text):
         if not _DIGIT.search(chunk):
             continue
         chunk = _MARKUP.sub("", chunk).strip(" -*#|>")

@@ -109,7 +109,7 @@ def unverified_claim(session: Session, params: UnverifiedClaimParams) -> Iterato
                and (found := _claims(turn.text, claims, present, hedge, negation, reported))]
     if not claimed:
         return
-    all_runs = _Runs(runs(session), p.editors, p.delegates)
+    all_runs = _Runs(runs(session), p.editors, p.delegates, p.markers)
     wanted = {c.kind for _t, found in claimed for c in found}
     relevant = {k: v for k, v in p.checks.items() if k in wanted}
     server = "server" if "server" in wanted else None
@@ -135,8 +135,10 @@ class _Runs:
     over the whole session would make the rule quadratic in session length."""
 
     def __init__(self, all_runs: list[Run], editors: frozenset[str],
-                 delegates: frozenset[str]) -> None:
+                 delegates: frozenset[str],
+                 markers: Mapping[str, re.Pattern[str] | None]) -> None:
         self.runs = all_runs
+        self._markers = markers
         self._ordinals = [r.turn.ordinal for r in all_runs]
         self._files = [edited_files(r.call, editors) for r in all_runs]
         self._index = {id(r): i for i, r in enumerate(all_runs)}
@@ -188,7 +190,7 @@ class _Runs:
                 return True
         return False
 
-    def output_says(self, result: ToolResultTurn, phrase: str, kind: str, marker) -> bool:
+    def output_says(self, result: ToolResultTurn, phrase: str, kind: str) -> bool:
         """Does this output, lower-cased, hold the claim's phrase, or this kind's success
         marker in its last 3,000 characters? Claims after the same edit look back over the
         same outputs: each is lower-cased once, and searched once per kind."""
@@ -198,6 +200,7 @@ class _Runs:
             text = self._lowered[at] = result.output.lower()
         if phrase in text:
             return True
+        marker = self._markers.get(kind)
         if marker is None:
             return False
         hit = self._marked.get((kind, at))
@@ -285,7 +288,7 @@ def _judge(session, turn, claim, all_runs, kinds_of, p: UnverifiedClaimParams) -
     done = [latest] if latest is not None else []  # the last finished run of the check
     if _user_reported(session, turn, claim, p.claims, done, all_runs):
         return None
-    if _seen_in_output(session, turn, claim, all_runs, p.markers.get(claim.kind), done):
+    if _seen_in_output(session, turn, claim, all_runs, done):
         return None
     if not done:
         if all_runs.delegated_before(count):
@@ -316,7 +319,7 @@ def _user_reported(session, turn, claim, claims, done, all_runs: _Runs) -> bool:
     return all_runs.user_reported(session, claim.kind, claims, since, turn.ordinal - 1)
 
 
-def _seen_in_output(session, turn, claim, all_runs: _Runs, marker, done) -> bool:
+def _seen_in_output(session, turn, claim, all_runs: _Runs, done) -> bool:
     """A passing tool output since the last edit reports this kind of success in its own words
     (a dev server's "✓ Compiled", a framework's "templates cached successfully"): the claim
     rests on a run this rule's command list does not name. An output before the last finished
@@ -327,7 +330,7 @@ def _seen_in_output(session, turn, claim, all_runs: _Runs, marker, done) -> bool
     for t in session.turns[since:turn.ordinal - 1]:
         if not isinstance(t, ToolResultTurn) or t.failed:
             continue
-        if all_runs.output_says(t, claim.phrase, claim.kind, marker):
+        if all_runs.output_says(t, claim.phrase, claim.kind):
             return True
     return False
 
