@@ -168,22 +168,40 @@ def frame(rows: Sequence[dict[str, Any]], columns: dict[str, str]) -> pl.DataFra
     """
     import polars as pl
 
-    data: dict[str, pl.Series] = {}
-    for name, kind in columns.items():
-        values = [r.get(name) for r in rows]
-        if kind == "datetime":
-            micros = [None if v is None else _i64(_micros(v)) for v in values]
-            data[name] = pl.Series(name, micros, dtype=pl.Int64).cast(_dtype(kind))
-        elif kind == "i64":
-            data[name] = pl.Series(name, [_i64(v) for v in values], dtype=pl.Int64)
-        elif kind == "list[i64]":
-            data[name] = _nested(name, [None if v is None else [_i64(x) for x in v]
-                                        for v in values], _dtype(kind))
-        elif kind.startswith("list["):
-            data[name] = _nested(name, values, _dtype(kind))
-        else:
-            data[name] = pl.Series(name, values, dtype=_dtype(kind))
-    return pl.DataFrame(data)
+    return pl.DataFrame({name: _series(name, kind, [r.get(name) for r in rows])
+                         for name, kind in columns.items()})
+
+
+def frame_of_tuples(rows: Sequence[tuple[Any, ...]], columns: dict[str, str]) -> pl.DataFrame:
+    """``frame`` of rows held as tuples in ``columns``' order (``as_tuple``): the same frame
+    from a fifth of the memory while the rows wait (a 37-key dict is about 2.3 KB, the tuple of
+    its values 0.3 KB)."""
+    import polars as pl
+
+    return pl.DataFrame({name: _series(name, kind, [r[i] for r in rows])
+                         for i, (name, kind) in enumerate(columns.items())})
+
+
+def as_tuple(row: dict[str, Any], columns: dict[str, str]) -> tuple[Any, ...]:
+    """``row``'s values in ``columns``' order, a missing one None (as ``frame`` reads it)."""
+    return tuple(row.get(name) for name in columns)
+
+
+def _series(name: str, kind: str, values: list[Any]) -> pl.Series:
+    """One column of ``frame``: ``values`` converted to the column's dtype."""
+    import polars as pl
+
+    if kind == "datetime":
+        micros = [None if v is None else _i64(_micros(v)) for v in values]
+        return pl.Series(name, micros, dtype=pl.Int64).cast(_dtype(kind))
+    if kind == "i64":
+        return pl.Series(name, [_i64(v) for v in values], dtype=pl.Int64)
+    if kind == "list[i64]":
+        return _nested(name, [None if v is None else [_i64(x) for x in v] for v in values],
+                       _dtype(kind))
+    if kind.startswith("list["):
+        return _nested(name, values, _dtype(kind))
+    return pl.Series(name, values, dtype=_dtype(kind))
 
 
 NESTED_CHUNK = 128

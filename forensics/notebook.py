@@ -28,6 +28,7 @@ from forensics.model import Session
 if TYPE_CHECKING:
     import polars as pl
 
+    from forensics.batch import Collected
     from forensics.engine import ScanResult
 
 PathLike = str | os.PathLike[str]
@@ -289,14 +290,44 @@ def read_incidents(paths: PathLike | Iterable[PathLike], *, workers: int = 1,
         Sorted by ``origin``, ``session_id``, ``turn``, ``code``.
     """
     from forensics.batch import collect
-    from forensics.frame import INCIDENT_COLUMNS, frame
+    from forensics.frame import INCIDENT_COLUMNS, frame_of_tuples
 
     cfg = make_config(config, select=select, ignore=ignore)
-    got = collect([_expand(p) for p in _paths(paths)], workers=workers, config=cfg,
-                  redact=redact, max_case_sessions=0)
-    rows = sorted(got.rows("incidents"),
-                  key=lambda r: (r["origin"], r["session_id"], r["turn"], r["code"]))
-    return frame(rows, INCIDENT_COLUMNS)
+    rows = _IncidentTuples()
+    collect([_expand(p) for p in _paths(paths)], workers=workers, config=cfg, redact=redact,
+            max_case_sessions=0, checkpoint=rows.take, checkpoint_every=1)
+    return frame_of_tuples(rows.sorted(), INCIDENT_COLUMNS)
+
+
+class _IncidentTuples:
+    """The incident rows of a ``read_incidents`` run, each kept as a tuple as soon as its unit
+    is done (the batch's session and error rows are not needed and go at once), so the rows
+    of a large archive wait for the frame in a fifth of the memory dicts take."""
+
+    def __init__(self) -> None:
+        from forensics.frame import INCIDENT_COLUMNS
+
+        self.columns = INCIDENT_COLUMNS
+        self.rows: list[tuple] = []
+        self._taken = 0  # outcomes already emptied (``collect`` appends them in order)
+        names = list(INCIDENT_COLUMNS)
+        self._order = [names.index(c) for c in ("origin", "session_id", "turn", "code")]
+
+    def take(self, got: Collected) -> None:
+        """``collect``'s checkpoint, after every unit: move the new outcomes' incidents."""
+        from forensics.frame import as_tuple
+
+        for outcome in got.outcomes[self._taken:]:
+            self.rows.extend(as_tuple(row, self.columns) for row in outcome.incidents)
+            outcome.framed = outcome.session_count
+            outcome.sessions, outcome.incidents, outcome.errors = [], [], []
+        self._taken = len(got.outcomes)
+
+    def sorted(self) -> list[tuple]:
+        """By origin, session, turn and rule code, as the frame is documented to be. Equal keys
+        come from one unit only (an origin is its unit's label), in that unit's own order."""
+        o, s, t, c = self._order
+        return sorted(self.rows, key=lambda r: (r[o], r[s], r[t], r[c]))
 
 
 def read_turns(paths: PathLike | Iterable[PathLike], *, redact: bool = False) -> pl.DataFrame:

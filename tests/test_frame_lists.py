@@ -49,3 +49,31 @@ def test_session_rule_counts_survive_the_pieces() -> None:
     got = frames.frame(rows, frames.SESSION_COLUMNS)
     assert got["rule_counts"].to_list() == [r["rule_counts"] for r in rows]
     assert got["rule_counts"].n_chunks() == 1
+
+
+_CELL = {
+    "str": st.none() | st.text(max_size=8),
+    "i64": st.none() | st.integers(-2**63, 2**63 - 1),
+    "datetime": st.none() | st.floats(0, 253402300799.0),
+    "list[str]": st.none() | _WORDS,
+    "list[i64]": st.none() | st.lists(st.integers(-2**63, 2**63 - 1), max_size=3),
+}
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.data(), _ROWS_AROUND_A_PIECE)
+def test_rows_held_as_tuples_give_the_frame_dict_rows_give(data: st.DataObject, n: int) -> None:
+    """``read_incidents`` keeps rows as tuples (``as_tuple``) until the frame: every column
+    kind, and keys a row lacks, come out as ``frame`` makes them from the dicts."""
+    columns = frames.INCIDENT_COLUMNS
+    assert set(columns.values()) <= set(_CELL)  # a new kind of column needs its cells here
+    drawn = []
+    for _ in range(min(n, 6)):  # a few rows drawn, repeated to the length around a piece
+        row = {name: data.draw(_CELL[kind]) for name, kind in columns.items()}
+        for gone in data.draw(st.sets(st.sampled_from(sorted(columns)), max_size=3)):
+            del row[gone]
+        drawn.append(row)
+    rows = [dict(drawn[i % len(drawn)]) for i in range(n)]
+    from_tuples = frames.frame_of_tuples([frames.as_tuple(r, columns) for r in rows], columns)
+    assert from_tuples.equals(frames.frame(rows, columns))
+    assert from_tuples.schema == frames.schema(columns)

@@ -85,6 +85,18 @@ def test_scan_gives_frames_with_the_documented_schema():
     assert report.incidents.height == sum(len(r.incidents) for r in report.results) > 0
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_read_incidents_is_the_scans_incident_table_in_its_order(workers):
+    """``read_incidents`` holds each unit's rows as tuples as soon as the unit is done: the
+    frame is still every incident the scan finds, sorted by origin, session, turn and code."""
+    got = forensics.read_incidents(INGEST, workers=workers)
+    scanned = forensics.scan(INGEST).incidents
+    assert got.height == scanned.height > 5
+    assert got.schema == pl.Schema(schema(INCIDENT_COLUMNS))
+    assert got.equals(scanned.sort(["origin", "session_id", "turn", "code"],
+                                   maintain_order=True))
+
+
 def test_archive_and_folder_agree(tmp_path):
     archive = _zip_of(INGEST, tmp_path / "ingest.zip")
     from_folder = forensics.read_incidents(INGEST)
