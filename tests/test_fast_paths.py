@@ -320,3 +320,40 @@ def test_figures_as_defined(text: str, limit: int) -> None:
     pattern = narrative._figure_pattern()
     assert narrative._figures_in(text, limit, pattern) == _figures_by_definition(
         text, limit, pattern)
+
+
+# -- exit-status lines only where an exit word stands ---------------------------------------------
+
+from dataclasses import replace  # noqa: E402
+
+from forensics.model import ToolResultTurn  # noqa: E402
+from forensics.rules import registry  # noqa: E402
+
+_STATUS_PIECES = st.sampled_from(
+    ["exit", "Exit", "EXIT", "exıt", "EXİT", "ex it", "exited", "with ", "code", "status", ":",
+     " ", "1", "0", "42", "\n", "process ", "Process exited with code 3", "exit status 2", "é",
+     "✓", "測", "x", "code: 7"])
+
+
+def _fx003_outcome_rules() -> outcome.OutcomeRules:
+    return fx003.IgnoredToolErrorParams.from_params(registry()["FX003"].params).outcome_rules
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(_STATUS_PIECES, max_size=12).map("".join), st.integers(0, 700))
+def test_exit_words_skip_only_texts_no_exit_pattern_matches(text: str, pad: int) -> None:
+    """FX003 tries its exit-status patterns only where an exit word stands: the same outcome as
+    trying them on every result without a status, at both edges of a long output."""
+    gated = _fx003_outcome_rules()
+    plain = replace(gated, exit_words=None)
+    for output in (text, "y" * pad * 3 + text, text + "z" * pad * 3):
+        result = ToolResultTurn(ordinal=1, anchor="a", call_id="c", output=output)
+        assert outcome.outcome(result, "make", gated) == outcome.outcome(result, "make", plain)
+
+
+def test_every_exit_text_pattern_needs_one_of_the_exit_words() -> None:
+    """FX003 skips outputs without an exit word; a pattern outside them would never fire."""
+    params = registry()["FX003"].params
+    assert params["exit_words"]
+    for pattern in params["exit_text_patterns"]:
+        assert any(word.lower() in pattern.lower() for word in params["exit_words"]), pattern

@@ -172,7 +172,7 @@ class IgnoredToolErrorParams:
 
     param_names: ClassVar[frozenset[str]] = frozenset({
         "probe_commands", "probe_patterns", "benign_commands", "death_words", "death_patterns",
-        "exit_text_patterns", "failure_text_patterns", "error_line_patterns",
+        "exit_words", "exit_text_patterns", "failure_text_patterns", "error_line_patterns",
         "subcommand_words", "missing_dependency_patterns", "acknowledgements", "handoffs",
         "success_claims", "step_commands", "step_claims", "plain_programs", "common_words",
         "recording_commands",
@@ -182,6 +182,7 @@ class IgnoredToolErrorParams:
     probe_patterns: tuple[re.Pattern[str], ...]
     benign: frozenset[str]
     death: re.Pattern[str] | None
+    exit_words: re.Pattern[str] | None
     exit_text: re.Pattern[str] | None
     failure_text: re.Pattern[str] | None
     error_line: re.Pattern[str] | None
@@ -205,6 +206,7 @@ class IgnoredToolErrorParams:
             probe_patterns=tuple(compile_later(p) for p in raw["probe_patterns"]),
             benign=frozenset(raw["benign_commands"]),
             death=_any_of(raw["death_patterns"]),
+            exit_words=_any_of([f"(?i){re.escape(w)}" for w in raw["exit_words"]]),
             exit_text=_any_of(raw["exit_text_patterns"]),
             failure_text=_any_of(raw["failure_text_patterns"]),
             error_line=_any_of(raw["error_line_patterns"]),
@@ -226,7 +228,8 @@ class IgnoredToolErrorParams:
     def outcome_rules(self) -> OutcomeRules:
         """How this rule judges results: its death, exit-text and failure lists, its probes."""
         return OutcomeRules(
-            death=self.death, death_words=self.death_words, exit_text=self.exit_text,
+            death=self.death, death_words=self.death_words,
+            exit_words=self.exit_words, exit_text=self.exit_text,
             failure_text=self.failure_text, is_probe=lambda command: _is_probe(command, self))
 
 
