@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from forensics.analysis import outcome
@@ -322,7 +322,7 @@ def test_figures_as_defined(text: str, limit: int) -> None:
         text, limit, pattern)
 
 
-# -- exit-status lines only where an exit word stands ---------------------------------------------
+# -- exit-status lines only where their needles stand -------------------------------------------
 
 from dataclasses import replace  # noqa: E402
 
@@ -332,28 +332,47 @@ from forensics.rules import registry  # noqa: E402
 _STATUS_PIECES = st.sampled_from(
     ["exit", "Exit", "EXIT", "exıt", "EXİT", "ex it", "exited", "with ", "code", "status", ":",
      " ", "1", "0", "42", "\n", "process ", "Process exited with code 3", "exit status 2", "é",
-     "✓", "測", "x", "code: 7"])
+     "✓", "測", "x", "code: 7", "returned", "non-zero"])
 
 
-def _fx003_outcome_rules() -> outcome.OutcomeRules:
-    return fx003.IgnoredToolErrorParams.from_params(registry()["FX003"].params).outcome_rules
+def _fx003_outcome_rules(**params) -> outcome.OutcomeRules:
+    raw = {**registry()["FX003"].params, **params}
+    return fx003.IgnoredToolErrorParams.from_params(raw).outcome_rules
+
+
+def _same_outcome_gated_and_not(rules: outcome.OutcomeRules, text: str, pad: int) -> None:
+    plain = replace(rules, exit_gate=None)
+    for output in (text, "y" * pad * 3 + text, text + "z" * pad * 3):
+        result = ToolResultTurn(ordinal=1, anchor="a", call_id="c", output=output)
+        assert outcome.outcome(result, "make", rules) == outcome.outcome(result, "make", plain)
 
 
 @settings(max_examples=1500, deadline=None)
 @given(st.lists(_STATUS_PIECES, max_size=12).map("".join), st.integers(0, 700))
-def test_exit_words_skip_only_texts_no_exit_pattern_matches(text: str, pad: int) -> None:
-    """FX003 tries its exit-status patterns only where an exit word stands: the same outcome as
-    trying them on every result without a status, at both edges of a long output."""
-    gated = _fx003_outcome_rules()
-    plain = replace(gated, exit_words=None)
-    for output in (text, "y" * pad * 3 + text, text + "z" * pad * 3):
-        result = ToolResultTurn(ordinal=1, anchor="a", call_id="c", output=output)
-        assert outcome.outcome(result, "make", gated) == outcome.outcome(result, "make", plain)
+@example("EXIT STATUS 3", 0)
+@example("ok\nProcess Exited With Code 2", 400)
+@example("exıt code 4", 0)
+@example("EXİT code 5", 300)
+def test_exit_needles_skip_only_texts_no_exit_pattern_matches(text: str, pad: int) -> None:
+    """FX003 tries its exit-status patterns only where one of their needles stands: the same
+    outcome as trying them on every result without a status, at both edges of a long output."""
+    rules = _fx003_outcome_rules()
+    assert rules.exit_gate is not None  # the shipped patterns promise needles
+    _same_outcome_gated_and_not(rules, text, pad)
 
 
-def test_every_exit_text_pattern_needs_one_of_the_exit_words() -> None:
-    """FX003 skips outputs without an exit word; a pattern outside them would never fire."""
-    params = registry()["FX003"].params
-    assert params["exit_words"]
-    for pattern in params["exit_text_patterns"]:
-        assert any(word.lower() in pattern.lower() for word in params["exit_words"]), pattern
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_STATUS_PIECES, max_size=12).map("".join), st.integers(0, 300))
+def test_a_users_own_exit_patterns_bring_their_own_needles(text: str, pad: int) -> None:
+    """A configuration's exit-status pattern that holds no shipped word (``returned non-zero``)
+    is gated by its own needles, or not at all when it promises none."""
+    for patterns in (["(?i)returned non-zero( exit)? status [1-9]"], ["(?m)^[1-9][0-9]*$"]):
+        rules = _fx003_outcome_rules(exit_text_patterns=patterns)
+        assert (rules.exit_gate is None) == (patterns[0].startswith("(?m)"))
+        _same_outcome_gated_and_not(rules, text, pad)
+    rules = _fx003_outcome_rules(exit_text_patterns=["(?i)returned non-zero status [1-9]"])
+    failed = outcome.outcome(ToolResultTurn(ordinal=1, anchor="a", call_id="c",
+                                            output="build\nReturned NON-ZERO status 2"),
+                             "make", rules)
+    assert (failed.kind, failed.cause, failed.words) == ("failed", "text",
+                                                         "Returned NON-ZERO status 2")

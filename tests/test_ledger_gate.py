@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from forensics.analysis.ledger import (
     _LATIN_EXACT,
     Knowledge,
-    _any_word,
-    _needles_of,
     PhraseGate,
     _caseless_exact,
     _fold_case,
+    holds_needle,
     needles,
+    needles_of,
     server_of,
 )
 from forensics.analysis.phrases import phrase_pattern
@@ -201,13 +201,13 @@ def test_the_script_prefilter_keeps_every_text_its_patterns_match() -> None:
     """The prefilter that skips scripts naming nothing worth reading is the patterns' needles:
     words cut at a regex's structure would skip matches (``djan?go`` spelled "djan" and lost
     "djago"; a two-letter program such as ``xh`` spelled nothing)."""
-    of = _needles_of
+    of = needles_of
     assert of([r"\bdjan?go\b"]) == ("dja",)
     assert of([r"\bvite\b", r"[unclosed"]) == ("[unclosed", "vite")  # as _compile reads it
     assert of([r"\bvite\b", r"\d+"]) is None  # a pattern promising nothing: always read
-    assert _any_word(KNOW.prefilter, "xh 127.0.0.1:3000/health")
-    assert _any_word(KNOW.prefilter, "DJANGO-ADMIN RUNSERVER")
-    assert not _any_word(KNOW.prefilter, "ls -la src")
+    assert holds_needle(KNOW.prefilter, "xh 127.0.0.1:3000/health")
+    assert holds_needle(KNOW.prefilter, "DJANGO-ADMIN RUNSERVER")
+    assert not holds_needle(KNOW.prefilter, "ls -la src")
 
 
 @settings(max_examples=150, deadline=None)
@@ -215,7 +215,7 @@ def test_the_script_prefilter_keeps_every_text_its_patterns_match() -> None:
     lambda p: st.tuples(st.just(p), st.from_regex(re.compile(p, re.I | re.M)))))
 def test_every_match_of_a_prefilter_pattern_passes_the_prefilter(case) -> None:
     pattern, text = case
-    assert _any_word(KNOW.prefilter, text), (pattern, text)
+    assert holds_needle(KNOW.prefilter, text), (pattern, text)
 
 
 @settings(max_examples=300, deadline=None)

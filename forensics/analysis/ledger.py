@@ -429,7 +429,7 @@ def _read_needles(source: str, flags: int, literal_if_invalid: bool) -> tuple[st
     return tuple(sorted(found)) if found else None
 
 
-def _needles_of(patterns: Iterable[str], flags: int = re.I | re.M) -> tuple[str, ...] | None:
+def needles_of(patterns: Iterable[str], flags: int = re.I | re.M) -> tuple[str, ...] | None:
     """Folded texts one of which every match of any of ``patterns`` contains (the ``needles``
     of each), so a substring test on them is an exact prefilter. None when some pattern
     promises none: then the prefilter must always pass."""
@@ -442,8 +442,8 @@ def _needles_of(patterns: Iterable[str], flags: int = re.I | re.M) -> tuple[str,
     return tuple(sorted(found))
 
 
-def _any_word(words: tuple[str, ...] | None, text: str) -> bool:
-    """Whether ``text`` holds one of ``_needles_of``'s texts (always, when there are none)."""
+def holds_needle(words: tuple[str, ...] | None, text: str) -> bool:
+    """Whether ``text`` holds one of ``needles_of``'s texts (always, when there are none)."""
     if words is None:
         return True
     return any(map(_fold_case(text).__contains__, words))
@@ -530,18 +530,18 @@ class Knowledge:
         """Whether ``script`` holds a ``prefilter`` text (kept by text: scripts recur)."""
         known = self.worth_by_text.get(script)
         if known is None:
-            known = _keep(self.worth_by_text, script, _any_word(self.prefilter, script))
+            known = _keep(self.worth_by_text, script, holds_needle(self.prefilter, script))
         return known
 
     @cached_property
     def prefilter(self) -> tuple[str, ...] | None:
-        """Texts one of which a script worth analysing holds (``_needles_of``, on first use)."""
-        return _needles_of(self.prefilter_patterns)
+        """Texts one of which a script worth analysing holds (``needles_of``, on first use)."""
+        return needles_of(self.prefilter_patterns)
 
     @cached_property
     def kill_words(self) -> tuple[str, ...] | None:
-        """Texts one of which a kill command holds (``_needles_of``, on first use)."""
-        return _needles_of(self.kill_patterns)
+        """Texts one of which a kill command holds (``needles_of``, on first use)."""
+        return needles_of(self.kill_patterns)
 
     @cached_property
     def server_needles(self) -> tuple[tuple[tuple[str, int], ...], frozenset[int]]:
@@ -949,7 +949,7 @@ class Tracker:
     def _kill(self, text: str, clock: Clock, turn: AssistantTurn, script_launches: list[Launch], assigns: dict[str, tuple[str, Any]]) -> bool:
         """Apply a kill in this pipeline to the launches it aims at; True if it was a kill."""
         k = self.k
-        if not k.kill_any or not _any_word(k.kill_words, text):
+        if not k.kill_any or not holds_needle(k.kill_words, text):
             return False
         where = f"`{_short(text, 80)}` at {self._call_anchor}"
         for kind, pats in k.kills.items():

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from types import MappingProxyType
 from typing import Any, ClassVar
 
@@ -31,6 +31,7 @@ import orjson
 from forensics import knowledge_cache
 from forensics.analysis import OutcomeRules, analysis_of, user_stopped
 from forensics.analysis.commands import program
+from forensics.analysis.ledger import holds_needle, needles_of
 from forensics.analysis.outcome import any_of as _any_of
 from forensics.analysis.outcome import telling_lines
 from forensics.analysis.phrases import compile_later
@@ -172,7 +173,7 @@ class IgnoredToolErrorParams:
 
     param_names: ClassVar[frozenset[str]] = frozenset({
         "probe_commands", "probe_patterns", "benign_commands", "death_words", "death_patterns",
-        "exit_words", "exit_text_patterns", "failure_text_patterns", "error_line_patterns",
+        "exit_text_patterns", "failure_text_patterns", "error_line_patterns",
         "subcommand_words", "missing_dependency_patterns", "acknowledgements", "handoffs",
         "success_claims", "step_commands", "step_claims", "plain_programs", "common_words",
         "recording_commands",
@@ -182,8 +183,10 @@ class IgnoredToolErrorParams:
     probe_patterns: tuple[re.Pattern[str], ...]
     benign: frozenset[str]
     death: re.Pattern[str] | None
-    exit_words: re.Pattern[str] | None
     exit_text: re.Pattern[str] | None
+    exit_needles: tuple[str, ...] | None
+    """Folded texts one of which every ``exit_text`` match holds (``ledger.needles_of``, read
+    from the patterns' parse): a result without any needs no search. None: always searched."""
     failure_text: re.Pattern[str] | None
     error_line: re.Pattern[str] | None
     subcommands: frozenset[str]
@@ -206,8 +209,8 @@ class IgnoredToolErrorParams:
             probe_patterns=tuple(compile_later(p) for p in raw["probe_patterns"]),
             benign=frozenset(raw["benign_commands"]),
             death=_any_of(raw["death_patterns"]),
-            exit_words=_any_of([f"(?i){re.escape(w)}" for w in raw["exit_words"]]),
             exit_text=_any_of(raw["exit_text_patterns"]),
+            exit_needles=needles_of(raw["exit_text_patterns"]),
             failure_text=_any_of(raw["failure_text_patterns"]),
             error_line=_any_of(raw["error_line_patterns"]),
             subcommands=frozenset(w.lower() for w in raw["subcommand_words"]),
@@ -228,8 +231,8 @@ class IgnoredToolErrorParams:
     def outcome_rules(self) -> OutcomeRules:
         """How this rule judges results: its death, exit-text and failure lists, its probes."""
         return OutcomeRules(
-            death=self.death, death_words=self.death_words,
-            exit_words=self.exit_words, exit_text=self.exit_text,
+            death=self.death, death_words=self.death_words, exit_text=self.exit_text,
+            exit_gate=partial(holds_needle, self.exit_needles) if self.exit_needles else None,
             failure_text=self.failure_text, is_probe=lambda command: _is_probe(command, self))
 
 
