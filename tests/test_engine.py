@@ -357,8 +357,19 @@ def test_finding_fields_are_required() -> None:
         Finding(turn=1, anchor="a", severity="urgent", severity_reason="", message="")
 
 
-def test_every_death_pattern_needs_one_of_the_death_words() -> None:
-    """FX003 skips outputs without a death word; a pattern outside them would never fire."""
-    params = registry()["FX003"].params
-    for pattern in params["death_patterns"]:
-        assert any(word in pattern for word in params["death_words"]), pattern
+def test_a_death_pattern_of_the_users_own_fires_without_the_shipped_words() -> None:
+    """FX003 skips outputs that hold none of its death patterns' needles; the needles come
+    from the patterns in use, so a configuration's own death line (``Bus error``) is found."""
+    from forensics.analysis.outcome import outcome
+    from forensics.model import ToolResultTurn
+    from forensics.rules.fx003_ignored_tool_error import IgnoredToolErrorParams
+
+    params = {**registry()["FX003"].params,
+              "death_patterns": [*registry()["FX003"].params["death_patterns"], r"^Bus error\b"]}
+    rules = IgnoredToolErrorParams.from_params(params).outcome_rules
+    result = ToolResultTurn(ordinal=1, anchor="a", call_id="c", exit_code=0,
+                            output="compiling\nBus error\n" + "x" * 9000)
+    died = outcome(result, "make", rules)
+    assert (died.kind, died.cause, died.words) == ("failed", "death", "Bus error")
+    assert outcome(ToolResultTurn(ordinal=1, anchor="a", call_id="c", exit_code=0,
+                                  output="bus error"), "make", rules).kind == "ok"  # cased

@@ -332,7 +332,10 @@ from forensics.rules import registry  # noqa: E402
 _STATUS_PIECES = st.sampled_from(
     ["exit", "Exit", "EXIT", "exıt", "EXİT", "ex it", "exited", "with ", "code", "status", ":",
      " ", "1", "0", "42", "\n", "process ", "Process exited with code 3", "exit status 2", "é",
-     "✓", "測", "x", "code: 7", "returned", "non-zero"])
+     "✓", "測", "x", "code: 7", "returned", "non-zero", "Killed", "killed", "OOMKilled",
+     "Segmentation fault", "(core dumped)", "core dumped", "thread 'main' panicked at",
+     "Out of memory: Killed process 12", "fatal runtime error", "/bin/sh: line 1: ", "9 ",
+     "python"])
 
 
 def _fx003_outcome_rules(**params) -> outcome.OutcomeRules:
@@ -341,7 +344,7 @@ def _fx003_outcome_rules(**params) -> outcome.OutcomeRules:
 
 
 def _same_outcome_gated_and_not(rules: outcome.OutcomeRules, text: str, pad: int) -> None:
-    plain = replace(rules, exit_gate=None)
+    plain = replace(rules, exit_gate=None, death_gate=lambda _output: True)  # all, whole
     for output in (text, "y" * pad * 3 + text, text + "z" * pad * 3):
         result = ToolResultTurn(ordinal=1, anchor="a", call_id="c", output=output)
         assert outcome.outcome(result, "make", rules) == outcome.outcome(result, "make", plain)

@@ -17,6 +17,7 @@ from forensics.analysis.ledger import (
     PhraseGate,
     _caseless_exact,
     _fold_case,
+    holds_cased_needle,
     holds_needle,
     needles,
     needles_of,
@@ -179,6 +180,34 @@ def test_needles_follow_the_structure_of_the_pattern() -> None:
     assert of("ab\u03c3cde") == ("cde",)  # re pairs σ with ς: it cuts the run
     assert of(r"(?=abc)x") == ("x",)  # a look-ahead is not part of the match
     assert of(r"\bK8S\b") == ("k8s",)
+
+
+def test_cased_needles_are_the_literals_matched_as_written() -> None:
+    def of(*sources: str) -> tuple[str, ...] | None:
+        return needles_of(sources, re.M, cased=True)
+
+    assert of(r"^(/bin/\w*sh: line \d+: )?\d*\s*Killed\b") == ("Killed",)
+    assert of(r"(?i)killed") is None  # re matches KILLED too: no text as written
+    assert of(r"Exit (?i:code) [1-9]") == ("Exit ",)  # the caseless part is not a needle
+    assert of(r"(?i)x(?-i:ABC)") == ("ABC",)
+    assert of(r"Killed", r"OOMKilled") == ("Killed",)  # OOMKilled holds Killed: implied
+    assert of(r"\(core dumped\)", r"^thread .* panicked at") == (" panicked at",
+                                                                 "(core dumped)")
+    assert needles_of([r"\bexit\b", r"process exited"]) == ("exit",)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([
+    r"^(/bin/\w*sh: line \d+: )?\d*\s*Killed\b", r"\bKilled\s+(nohup|python|node|\S+/)",
+    r"Segmentation fault", r"\(core dumped\)", r"OOMKilled", r"^thread .* panicked at",
+    r"Exit (?i:code) [1-9]", r"(?i)x(?-i:ABC)y", r"(ab|cd)+e?F", r"[K]illed|Bus error",
+]).flatmap(lambda p: st.tuples(st.just(p), st.from_regex(re.compile(p, re.M)))))
+def test_every_match_holds_a_cased_needle_as_written(case) -> None:
+    pattern, text = case
+    found = needles_of([pattern], re.M, cased=True)
+    assert found is not None, pattern
+    if re.compile(pattern, re.M).search(text):
+        assert holds_cased_needle(found, text), (pattern, text)
 
 
 def _server_patterns() -> list[re.Pattern[str]]:

@@ -367,16 +367,20 @@ def needles(pattern: re.Pattern[str]) -> tuple[str, ...] | None:
     return _needles(source, flags, literal_if_invalid=literal)
 
 
-def _needles(source: str, flags: int, *, literal_if_invalid: bool = False
+def _needles(source: str, flags: int, *, literal_if_invalid: bool = False, cased: bool = False
              ) -> tuple[str, ...] | None:
     """``needles`` of a pattern's source, read without compiling it (``literal_if_invalid``:
-    a pattern that does not compile is read as its own text, as ``_compile`` takes it); kept
-    between runs by ``knowledge_cache``."""
-    return knowledge_cache.needles(f"{flags}:{int(literal_if_invalid)}:{source}",
-                                 lambda: _read_needles(source, flags, literal_if_invalid))
+    a pattern that does not compile is read as its own text, as ``_compile`` takes it;
+    ``cased``: the needles as written, taken only from literals matched case-sensitively, for
+    a test on the text itself rather than on its folded copy); kept between runs by
+    ``knowledge_cache``."""
+    key = f"{flags}:{int(literal_if_invalid)}:{'cased:' if cased else ''}{source}"
+    return knowledge_cache.needles(
+        key, lambda: _read_needles(source, flags, literal_if_invalid, cased))
 
 
-def _read_needles(source: str, flags: int, literal_if_invalid: bool) -> tuple[str, ...] | None:
+def _read_needles(source: str, flags: int, literal_if_invalid: bool, cased: bool = False
+                  ) -> tuple[str, ...] | None:
     try:
         from re import _constants as c, _parser
 
@@ -389,18 +393,20 @@ def _read_needles(source: str, flags: int, literal_if_invalid: bool) -> tuple[st
     except Exception:  # another Python's private parser, or a pattern it cannot read
         return None
 
-    def char(op: Any, av: Any) -> str | None:
+    def char(op: Any, av: Any, caseless: bool) -> str | None:
         if op is c.IN and len(av) == 1:
             op, av = av[0]
-        if op is c.LITERAL and _caseless_exact(chr(av)):
-            return _fold_case(chr(av))
-        return None
+        if op is not c.LITERAL:
+            return None
+        if cased:  # as written, where re matches it as written
+            return None if caseless else chr(av)
+        return _fold_case(chr(av)) if _caseless_exact(chr(av)) else None
 
-    def of(seq: Any) -> frozenset[str] | None:
+    def of(seq: Any, caseless: bool) -> frozenset[str] | None:
         options: list[frozenset[str]] = []
         run = ""
         for op, av in seq:
-            found = char(op, av)
+            found = char(op, av, caseless)
             if found is not None:
                 run += found
                 continue
@@ -409,15 +415,15 @@ def _read_needles(source: str, flags: int, literal_if_invalid: bool) -> tuple[st
             run = ""
             inner: Any = None
             if op is c.BRANCH:
-                each = [of(branch) for branch in av[1]]
+                each = [of(branch, caseless) for branch in av[1]]
                 inner = None if None in each else frozenset().union(*each)
-            elif op is c.SUBPATTERN:
-                inner = of(av[-1])
+            elif op is c.SUBPATTERN:  # (group, flags it adds, flags it removes, pattern)
+                inner = of(av[-1], (caseless or bool(av[1] & re.I)) and not av[2] & re.I)
             elif op is getattr(c, "ATOMIC_GROUP", None):
-                inner = of(av)
+                inner = of(av, caseless)
             elif op in (c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", None)) \
                     and av[0] >= 1:
-                inner = of(av[2])
+                inner = of(av[2], caseless)
             if inner:
                 options.append(inner)
         if run:
@@ -425,21 +431,24 @@ def _read_needles(source: str, flags: int, literal_if_invalid: bool) -> tuple[st
         options = [o for o in options if "" not in o]
         return max(options, key=lambda o: min(map(len, o)), default=None)
 
-    found = of(tree)
+    found = of(tree, bool(tree.state.flags & re.I))
     return tuple(sorted(found)) if found else None
 
 
-def needles_of(patterns: Iterable[str], flags: int = re.I | re.M) -> tuple[str, ...] | None:
+def needles_of(patterns: Iterable[str], flags: int = re.I | re.M, *, cased: bool = False
+               ) -> tuple[str, ...] | None:
     """Folded texts one of which every match of any of ``patterns`` contains (the ``needles``
     of each), so a substring test on them is an exact prefilter. None when some pattern
-    promises none: then the prefilter must always pass."""
+    promises none: then the prefilter must always pass. ``cased``: the texts as written (see
+    ``_needles``), for ``holds_cased_needle``."""
     found: set[str] = set()
     for pattern in patterns:
-        these = _needles(pattern, flags, literal_if_invalid=True)
+        these = _needles(pattern, flags, literal_if_invalid=True, cased=cased)
         if these is None:
             return None
         found.update(these)
-    return tuple(sorted(found))
+    # a needle that holds another is implied by it: one substring test fewer per text
+    return tuple(sorted(n for n in found if not any(m != n and m in n for m in found)))
 
 
 def holds_needle(words: tuple[str, ...] | None, text: str) -> bool:
@@ -447,6 +456,14 @@ def holds_needle(words: tuple[str, ...] | None, text: str) -> bool:
     if words is None:
         return True
     return any(map(_fold_case(text).__contains__, words))
+
+
+def holds_cased_needle(words: tuple[str, ...] | None, text: str) -> bool:
+    """Whether ``text`` holds one of ``needles_of(..., cased=True)``'s texts as they are
+    (always, when there are none): no folded copy of a long text to make."""
+    if words is None:
+        return True
+    return any(map(text.__contains__, words))
 
 
 _LONE_AMP = knowledge_cache.compile(r"(?<![&>|])&(?![&>])")

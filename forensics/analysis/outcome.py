@@ -77,8 +77,10 @@ class OutcomeRules:
     """A rule's own lists for judging results (defaults: the shared death list only)."""
 
     death: re.Pattern[str] | None
-    death_words: tuple[str, ...] = ()
-    """Words one of which the output must hold for ``death`` to be tried (speed); empty: any."""
+    death_gate: Callable[[str], bool] | None = None
+    """A test every output a ``death`` pattern finds itself in passes (a rule's, from its
+    patterns' needles): an output that fails it is not searched, one that passes is searched
+    whole. None: the head and tail of every output are searched."""
     exit_text: re.Pattern[str] | None = None
     exit_gate: Callable[[str], bool] | None = None
     """A test every text an ``exit_text`` pattern finds itself in passes; a text that fails it
@@ -112,9 +114,9 @@ def outcome(result: ToolResultTurn, command: str | None = None,
     text = result.error or result.output
     output = result.output
     if output and rules.death is not None and (
-            not rules.death_words or any(w in output for w in rules.death_words)):
-        # without a rule's prefilter words, look where a death line stands: head and tail
-        died = rules.death.search(output if rules.death_words else edges(output, 4000))
+            rules.death_gate is None or rules.death_gate(output)):
+        # without a gate, look where a death line stands: head and tail
+        died = rules.death.search(output if rules.death_gate else edges(output, 4000))
         if died:
             return Outcome("failed", "death", died.group(0).strip(), result.exit_code)
     status = _status(result, text, rules)

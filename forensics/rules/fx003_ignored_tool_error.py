@@ -31,7 +31,7 @@ import orjson
 from forensics import knowledge_cache
 from forensics.analysis import OutcomeRules, analysis_of, user_stopped
 from forensics.analysis.commands import program
-from forensics.analysis.ledger import holds_needle, needles_of
+from forensics.analysis.ledger import holds_cased_needle, holds_needle, needles_of
 from forensics.analysis.outcome import any_of as _any_of
 from forensics.analysis.outcome import telling_lines
 from forensics.analysis.phrases import compile_later
@@ -172,17 +172,19 @@ class IgnoredToolErrorParams:
     """FX003's ``[params]``, compiled once per parameter set."""
 
     param_names: ClassVar[frozenset[str]] = frozenset({
-        "probe_commands", "probe_patterns", "benign_commands", "death_words", "death_patterns",
+        "probe_commands", "probe_patterns", "benign_commands", "death_patterns",
         "exit_text_patterns", "failure_text_patterns", "error_line_patterns",
         "subcommand_words", "missing_dependency_patterns", "acknowledgements", "handoffs",
         "success_claims", "step_commands", "step_claims", "plain_programs", "common_words",
         "recording_commands",
     })
-    death_words: tuple[str, ...]
     probes: frozenset[str]
     probe_patterns: tuple[re.Pattern[str], ...]
     benign: frozenset[str]
     death: re.Pattern[str] | None
+    death_needles: tuple[str, ...] | None
+    """Texts one of which every ``death`` match holds as written (``ledger.needles_of``): an
+    output without any is not searched, one with one is searched whole."""
     exit_text: re.Pattern[str] | None
     exit_needles: tuple[str, ...] | None
     """Folded texts one of which every ``exit_text`` match holds (``ledger.needles_of``, read
@@ -204,11 +206,11 @@ class IgnoredToolErrorParams:
     @classmethod
     def from_params(cls, raw: Mapping[str, Any]) -> "IgnoredToolErrorParams":
         return cls(
-            death_words=tuple(raw["death_words"]),
             probes=frozenset(raw["probe_commands"]),
             probe_patterns=tuple(compile_later(p) for p in raw["probe_patterns"]),
             benign=frozenset(raw["benign_commands"]),
             death=_any_of(raw["death_patterns"]),
+            death_needles=needles_of(raw["death_patterns"], re.M, cased=True),
             exit_text=_any_of(raw["exit_text_patterns"]),
             exit_needles=needles_of(raw["exit_text_patterns"]),
             failure_text=_any_of(raw["failure_text_patterns"]),
@@ -231,7 +233,9 @@ class IgnoredToolErrorParams:
     def outcome_rules(self) -> OutcomeRules:
         """How this rule judges results: its death, exit-text and failure lists, its probes."""
         return OutcomeRules(
-            death=self.death, death_words=self.death_words, exit_text=self.exit_text,
+            death=self.death, exit_text=self.exit_text,
+            death_gate=partial(holds_cased_needle, self.death_needles)
+            if self.death_needles else None,
             exit_gate=partial(holds_needle, self.exit_needles) if self.exit_needles else None,
             failure_text=self.failure_text, is_probe=lambda command: _is_probe(command, self))
 
