@@ -17,6 +17,8 @@ the file and key, not a silently ignored setting.
 from __future__ import annotations
 
 import re
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,9 +149,14 @@ def _checked(spec: RuleSpec, params: dict[str, Any], source: str) -> dict[str, A
 
 def _apply(spec: RuleSpec, overrides: dict[str, Any], source: str) -> dict[str, Any]:
     params = dict(spec.params)
+    retired: Mapping[str, str] = getattr(spec.params_class, "retired_params", {})
     for key, value in overrides.items():
         extend = key.startswith("extend-")
         name = key.removeprefix("extend-")
+        if name in retired and name not in params:  # an older release's: said, not fatal
+            sys.stderr.write(f"forensics: {source}: [rules.{spec.slug}] {key} is no longer "
+                             f"read ({retired[name]}); remove it\n")
+            continue
         if name not in params:
             raise ConfigError(
                 f"{source}: [rules.{spec.slug}] has no parameter {name!r}; "

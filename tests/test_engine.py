@@ -253,6 +253,28 @@ def test_config_errors_name_the_problem(data: dict, message: str) -> None:
         config_from_dict(data, source="forensics.toml")
 
 
+def test_a_retired_parameter_is_said_and_ignored(capsys) -> None:
+    """A configuration written for an earlier release (FX003's ``death_words``, which a user
+    extended so that their own death pattern was tried) still loads; the note names the file
+    and the key, and the user's pattern fires on its own needles."""
+    from forensics.analysis.outcome import outcome
+    from forensics.model import ToolResultTurn
+    from forensics.rules.fx003_ignored_tool_error import IgnoredToolErrorParams
+
+    cfg = config_from_dict({"rules": {"ignored-tool-error": {
+        "extend-death_words": ["Bus error"], "extend-death_patterns": [r"^Bus error\b"]}}},
+        source="forensics.toml")
+    assert capsys.readouterr().err == (
+        "forensics: forensics.toml: [rules.ignored-tool-error] extend-death_words is no longer "
+        "read (the death patterns' own needles decide which outputs are searched); remove it\n")
+    spec = registry()["FX003"]
+    assert "death_words" not in cfg.params_for(spec)
+    rules = IgnoredToolErrorParams.from_params(cfg.params_for(spec)).outcome_rules
+    result = ToolResultTurn(ordinal=1, anchor="a", call_id="c", exit_code=0,
+                            output="Bus error\n" + "x" * 9000)
+    assert outcome(result, "make", rules).cause == "death"
+
+
 def test_config_from_pyproject(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(
         '[project]\nname="x"\n[tool.forensics]\nselect=["FX001"]\n', encoding="utf-8")

@@ -178,6 +178,10 @@ class IgnoredToolErrorParams:
         "success_claims", "step_commands", "step_claims", "plain_programs", "common_words",
         "recording_commands",
     })
+    retired_params: ClassVar[Mapping[str, str]] = MappingProxyType({
+        "death_words": "the death patterns' own needles decide which outputs are searched",
+    })
+    """Parameters of earlier releases a configuration may still set: said, then ignored."""
     probes: frozenset[str]
     probe_patterns: tuple[re.Pattern[str], ...]
     benign: frozenset[str]
