@@ -3,22 +3,25 @@
 Every run parses the eleven rule files (``tomllib`` is Python: 20 ms), compiles the ~170
 patterns a scan uses and reads the prefilter needles of 165 (``ledger.needles``) from ``re``'s
 parse (``re``'s parser and compiler are Python too: about 70 ms), a third of a small scan, and
-compiles the ~200 methods ``dataclasses`` writes for its classes (43 ms). All four are kept in
-one file, with Jinja's compiled report templates: each rule file's parsed TOML under the digest
+compiles the ~200 methods ``dataclasses`` writes for its classes (43 ms). All four are kept,
+with Jinja's compiled report templates: each rule file's parsed TOML under the digest
 of its text; for each pattern the program ``re.compile`` hands ``_sre.compile`` (a list of
 integers), from which a later run builds the pattern with ``_sre.compile`` directly, as
 ``re.compile`` itself ends; and each generated method's byte code (``marshal``, as in a
 ``.pyc``) under the digest of its text.
 
-* The file is ``$FORENSICS_CACHE_DIR/knowledge.json`` (an empty value: no cache), else
-  ``$XDG_CACHE_HOME/forensics/``, else ``~/.cache/forensics/``; it holds one interpreter's
-  entries (its version and ``re``'s ``MAGIC``).
+* The files are ``knowledge.json`` (patterns, needles, rule files, templates) and
+  ``knowledge-code.json`` (the methods: what every command needs, ``--help`` included, read
+  without the rest) in ``$FORENSICS_CACHE_DIR`` (an empty value: no cache), else
+  ``$XDG_CACHE_HOME/forensics/``, else ``~/.cache/forensics/``; each holds one interpreter's
+  entries (its version and ``re``'s ``MAGIC``) and is read when one of its parts is first
+  asked for.
 * A pattern made this way is equal to ``re.compile``'s (``Pattern.__eq__`` compares the
   program): the first pattern each run adds is checked so, and a mismatch (another Python's
   ``re``) turns the cache off for the run. A parsed rule file is kept only when JSON gives it
   back equal, and byte code only when ``marshal`` gives it back equal. A file that cannot be
-  read or parsed is ignored; one that cannot be written is not written. It is rewritten
-  (under another name, then renamed) at exit only when the run added something.
+  read or parsed is ignored; one that cannot be written is not written. A file is rewritten
+  (under another name, then renamed) at exit only when the run added to one of its parts.
 """
 
 from __future__ import annotations
@@ -46,9 +49,15 @@ MAX_ENTRIES = 20_000
 """Past this many entries (old versions' rule files and patterns pile up over upgrades) the
 file keeps only what the run that writes it used."""
 
-_PARTS = ("patterns", "needles", "rule_files", "code", "templates")
+_FILES = {"knowledge.json": ("patterns", "needles", "rule_files", "templates"),
+          "knowledge-code.json": ("code",)}
+"""The files of the cache folder and the parts each holds. The generated methods have a file
+of their own: every command, ``--help`` included, makes classes, while only a scan reads the
+patterns (a day's cache, 1.3 MB, parsed whole cost ``--help`` about 6 ms of its 110)."""
+_PARTS = tuple(part for parts in _FILES.values() for part in parts)
+_FILE_OF = {part: name for name, parts in _FILES.items() for part in parts}
 
-_state: dict[str, Any] = {"store": None, "dirty": False, "checked": False, "off": False,
+_state: dict[str, Any] = {"store": None, "dirty": set(), "checked": False, "off": False,
                           "used": None, "exec": builtins.exec}
 
 
@@ -58,44 +67,65 @@ def _interpreter() -> str:
     return f"{sys.implementation.cache_tag}-{sys.version}-{_sre.MAGIC}-{_sre.CODESIZE}"
 
 
-def cache_file() -> Path | None:
-    """Where the stored patterns live (None: the cache is off)."""
+def cache_folder() -> Path | None:
+    """The folder of the cache's files (None: the cache is off)."""
     chosen = os.environ.get("FORENSICS_CACHE_DIR")
     if chosen is not None:
-        return Path(chosen) / "knowledge.json" if chosen else None
+        return Path(chosen) if chosen else None
     base = os.environ.get("XDG_CACHE_HOME")
     if not base:
         home = os.path.expanduser("~")
         if home.startswith("~"):  # no home to find: never a "~" folder in the working one
             return None
         base = os.path.join(home, ".cache")
-    return Path(base) / "forensics" / "knowledge.json"
+    return Path(base) / "forensics"
 
 
-def _store() -> dict[str, dict[str, Any]]:
+def cache_file(part: str = "patterns") -> Path | None:
+    """The file that holds ``part`` (None: the cache is off)."""
+    folder = cache_folder()
+    return folder / _FILE_OF[part] if folder is not None else None
+
+
+def _loaded() -> dict[str, dict[str, Any]]:
+    """The parts read so far (a part's file is read when one of its parts is first asked)."""
     store = _state["store"]
     if store is None:
-        store = _state["store"] = _read(cache_file())
+        store = _state["store"] = {}
         _state["used"] = {part: set() for part in _PARTS}
     return store
 
 
+def _part(part: str) -> dict[str, Any]:
+    store = _loaded()
+    if part not in store:
+        store.update(_read(cache_file(part), _FILES[_FILE_OF[part]]))
+    return store[part]
+
+
+def _store() -> dict[str, dict[str, Any]]:
+    """Every part, each file read."""
+    for part in _PARTS:
+        _part(part)
+    return _loaded()
+
+
 def _entries(part: str, key: str) -> dict[str, Any]:
     """The stored ``part``, with ``key`` noted as used by this run."""
-    entries = _store()[part]
+    entries = _part(part)
     _state["used"][part].add(key)
     return entries
 
 
-def _read(path: Path | None) -> dict[str, dict[str, Any]]:
-    empty: dict[str, dict[str, Any]] = {part: {} for part in _PARTS}
+def _read(path: Path | None, parts: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    empty: dict[str, dict[str, Any]] = {part: {} for part in parts}
     if path is None:
         return empty
     try:
         data = orjson.loads(path.read_bytes())
         kept = data[_interpreter()]
-        if all(isinstance(kept.get(part), dict) for part in _PARTS):
-            return kept
+        if all(isinstance(kept.get(part), dict) for part in parts):
+            return {part: kept[part] for part in parts}
     except Exception:  # missing, unreadable, another interpreter's, not ours: start afresh
         pass
     return empty
@@ -127,7 +157,7 @@ def compile(source: str, flags: int = 0) -> re.Pattern[str]:
             _state["off"] = True
             return re.compile(source, flags)
     entries[key] = made
-    _changed()
+    _changed("patterns")
     return pattern
 
 
@@ -171,7 +201,7 @@ def _generated_code(source: str) -> types.CodeType:
     kept = marshal.dumps(code)
     if marshal.loads(kept) == code:
         entries[key] = binascii.b2a_base64(kept, newline=False).decode("ascii")
-        _changed()
+        _changed("code")
     return code
 
 
@@ -193,7 +223,7 @@ def template_bytecode_cache() -> Any:
             if not _state["off"]:
                 kept = binascii.b2a_base64(bucket.bytecode_to_string(), newline=False)
                 _entries("templates", bucket.key)[bucket.key] = kept.decode("ascii")
-                _changed()
+                _changed("templates")
 
     return KeptTemplates()
 
@@ -208,7 +238,7 @@ def needles(key: str, work_out: Callable[[], tuple[str, ...] | None]
     found = work_out()
     if not _state["off"]:
         entries[key] = list(found) if found is not None else None
-        _changed()
+        _changed("needles")
     return found
 
 
@@ -231,7 +261,7 @@ def rule_file(text: str, parse: Callable[[str], dict[str, Any]]) -> dict[str, An
             return parsed
         if orjson.loads(kept) == parsed:  # NaN, infinities and dates do not come back
             entries[key] = kept
-            _changed()
+            _changed("rule_files")
     return parsed
 
 
@@ -255,19 +285,25 @@ def _built(source: str, flags: int, code: list[int], groups: int, groupindex: di
     return _sre.compile(source, flags, code, groups, groupindex, tuple(indexgroup))
 
 
-def _changed() -> None:
+def _changed(part: str) -> None:
     if not _state["dirty"]:
-        _state["dirty"] = True
         atexit.register(save)
+    _state["dirty"].add(_FILE_OF[part])
 
 
 def save() -> None:
-    """Write what this run added (with what other runs stored meanwhile), if anything."""
-    path = cache_file()
-    if not _state["dirty"] or _state["off"] or path is None:
+    """Write what this run added (with what other runs stored meanwhile), if anything: only
+    the files whose parts it added to."""
+    folder = cache_folder()
+    dirty, _state["dirty"] = _state["dirty"], set()
+    if not dirty or _state["off"] or folder is None:
         return
-    _state["dirty"] = False
-    mine = _store()
+    for name in sorted(dirty):
+        _save_file(folder / name, _FILES[name])
+
+
+def _save_file(path: Path, parts: tuple[str, ...]) -> None:
+    mine = {part: _part(part) for part in parts}
     try:
         data = orjson.loads(path.read_bytes())
         if not isinstance(data, dict):
@@ -276,13 +312,13 @@ def save() -> None:
         data = {}
     theirs = data.get(_interpreter())
     if isinstance(theirs, dict):
-        for part in _PARTS:
+        for part in parts:
             if isinstance(theirs.get(part), dict):
                 mine[part] = {**theirs[part], **mine[part]}
     if sum(map(len, mine.values())) > MAX_ENTRIES:
         used = _state["used"]
         mine = {part: {k: v for k, v in mine[part].items() if k in used[part]}
-                for part in _PARTS}
+                for part in parts}
     data = {_interpreter(): mine}  # other interpreters' entries go: one Python at a time
     temporary = path.with_name(f".{path.name}.{os.getpid()}")
     try:
@@ -298,4 +334,4 @@ def save() -> None:
 
 def reset() -> None:
     """Forget what was loaded (tests, and a changed ``FORENSICS_CACHE_DIR``)."""
-    _state.update(store=None, dirty=False, checked=False, off=False, used=None)
+    _state.update(store=None, dirty=set(), checked=False, off=False, used=None)

@@ -274,7 +274,7 @@ def _probe_module(name: str = "forensics._probe_for_tests"):
 def test_a_damaged_code_entry_is_compiled_again(cache_dir):
     _probe_module()
     knowledge_cache.save()
-    path = cache_dir / "knowledge.json"
+    path = cache_dir / "knowledge-code.json"
     data = orjson.loads(path.read_bytes())
     codes = next(iter(data.values()))["code"]
     assert codes  # the probe's methods were kept
@@ -386,3 +386,29 @@ def test_an_exec_hook_set_before_forensics_still_gets_the_other_classes(tmp_path
     out = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True,
                          text=True).stdout.strip()
     assert out == "['__main__']"  # theirs saw this class, none of forensics'
+
+
+def test_help_reads_the_methods_file_alone(tmp_path):
+    """``--help`` makes classes but compiles no pattern: it reads ``knowledge-code.json`` and
+    leaves the patterns' file unread (and, adding nothing to it, unwritten)."""
+    env = {**os.environ, "FORENSICS_CACHE_DIR": str(tmp_path / "cache")}
+    scan = [sys.executable, "-c", "import sys; from forensics.cli import main; "
+            f"sys.argv = ['forensics', 'scan', {str(FIXTURE)!r}, '--exit-zero']; main()"]
+    subprocess.run(scan, env=env, check=True, capture_output=True)  # fills both files
+    patterns_file = tmp_path / "cache" / "knowledge.json"
+    before = patterns_file.read_bytes()
+    assert (tmp_path / "cache" / "knowledge-code.json").is_file()
+    code = ("import sys, io, contextlib\n"
+            "from forensics.cli import main\n"
+            "from forensics import knowledge_cache\n"
+            "sys.argv = ['forensics', '--help']\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    try:\n"
+            "        main()\n"
+            "    except SystemExit:\n"
+            "        pass\n"
+            "print(sorted(knowledge_cache._state['store'] or {}))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True,
+                         text=True).stdout.strip()
+    assert out == "['code']"
+    assert patterns_file.read_bytes() == before
