@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import tempfile
 from pathlib import Path
@@ -21,6 +22,17 @@ os.environ.setdefault("FORENSICS_CACHE_DIR", tempfile.mkdtemp(prefix="forensics-
 needs_shared = pytest.mark.skipif(
     not CORPUS.is_dir(), reason="../shared (corpus and format examples) is not beside the repo"
 )
+
+
+@pytest.fixture
+def young_heap():
+    """Tests that call ``gc.collect()`` to see what a run still holds: the objects made before
+    the test are frozen out of the collector, so each collection walks what the test made, not
+    the whole suite's heap (tens of seconds per test late in a full run)."""
+    gc.collect()
+    gc.freeze()
+    yield
+    gc.unfreeze()
 
 
 def corpus_files() -> list[Path]:

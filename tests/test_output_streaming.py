@@ -83,7 +83,8 @@ def _results():
 @pytest.mark.parametrize("fmt, flag", [
     *((fmt, None) for fmt in LINE_AND_DOCUMENT_FORMATS),
     ("text", "-v"), ("github", "-v"), ("text", "--statistics"), ("json", "--statistics")])
-def test_scan_prints_each_result_before_it_reads_the_next(fmt, flag, monkeypatch) -> None:
+def test_scan_prints_each_result_before_it_reads_the_next(fmt, flag, monkeypatch,
+                                                         young_heap) -> None:
     """While scanning, no earlier result is alive when the next one comes; and what is printed
     is what ``render`` gives for all the results at once."""
     stream = cli.scan_stream

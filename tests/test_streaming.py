@@ -60,7 +60,7 @@ def test_released_results_print_the_same(fmt: Format, verbose: bool) -> None:
     assert render(fmt, [r.released() for r in results], opts) == render(fmt, results, opts)
 
 
-def test_scan_lets_every_session_go_once_it_is_scanned(monkeypatch) -> None:
+def test_scan_lets_every_session_go_once_it_is_scanned(monkeypatch, young_heap) -> None:
     seen: list[weakref.ref] = []
     read = inputs.read_inputs
 
@@ -121,7 +121,7 @@ def test_a_small_scan_loads_one_reader_and_no_table_batch_or_report_code() -> No
     assert "forensics.ingest.opencode_export" in readers.split()
 
 
-def test_reports_are_written_as_the_results_come(tmp_path: Path) -> None:
+def test_reports_are_written_as_the_results_come(tmp_path: Path, young_heap) -> None:
     """``write_reports`` over a stream holds one source's sessions at a time: by the time the
     next result is asked for, the sessions of earlier sources are gone; the top index still
     lists them all."""
