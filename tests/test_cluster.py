@@ -391,7 +391,10 @@ def test_a_scheduler_that_goes_away_ends_the_batch_and_a_rerun_continues(inputs,
         scheduler.wait()
         worker.wait()
     message = str(lost.value)
-    assert message.startswith(f"lost the Dask scheduler at {address} (connection lost); ")
+    # the reason is "connection lost" when Dask cancels the futures, else the first line of the
+    # error the gather raised (a kill during a gather): which one is the kill's timing
+    assert message.startswith(f"lost the Dask scheduler at {address} ("), message
+    assert "); " in message and "\n" not in message.split("); ")[0], message
     assert message.endswith(f"written to {out}: run the same command again to continue")
     done = lost.value.summary
     healthy = run_batch([inputs["folder"]], tmp_path / "whole", workers=1, progress=False)
