@@ -1,7 +1,7 @@
 """Rule case files: short scripts of turns with marks, turned into sessions.
 
 A case file is ``tests/fixtures/rules/<CODE>-<slug>.toml`` holding ``[[case]]`` tables, each with a
-``name``, a ``why`` (the line of rules.md it covers) and ``[[case.turn]]`` entries. A turn is one of::
+``name``, a ``why`` (the line of docs/rules.md it covers) and ``[[case.turn]]`` entries. A turn is one of::
 
     user = "text"                    # UserTurn (queued = true, command = "/x", arguments = "…")
     assistant = "text"               # AssistantTurn (reasoning, error = "APIError", aborted,

@@ -193,7 +193,7 @@ def test_scan_finds_every_plant_at_its_anchor_and_nothing_else(archive, fmt):
 
 def test_unverified_claim_after_an_earlier_green_run_is_found(tmp_path):
     """A test run went green after the last edit but *before* the failing run the claim
-    contradicts: rules.md's "the last run of the check failed and nothing ran it green after
+    contradicts: docs/rules.md's "the last run of the check failed and nothing ran it green after
     it", high. FX005's passing-output look-back once started at the last edit and let the
     earlier green output vouch for the claim (5 of 60 plants of the quick bench's archive-60)."""
     import random

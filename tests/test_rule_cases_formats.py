@@ -3,7 +3,7 @@
 ``tests/case_formats.py`` writes each case as a Claude Code JSONL, a Codex rollout and an
 opencode export; the format's own reader reads it back and the case's rule runs on what it read.
 The flagged case turns and their severities must be those of the in-memory case (whose marks
-``test_rule_cases.py`` checks against rules.md): a rule that works only on hand-built sessions,
+``test_rule_cases.py`` checks against docs/rules.md): a rule that works only on hand-built sessions,
 or a reader that loses what a rule needs, fails here. Cases a format cannot express are skipped
 with the reason.
 """

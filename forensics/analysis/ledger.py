@@ -815,7 +815,7 @@ class Tracker:
 
         The notification is about the harness's wrapper shell: when the wrapper ran the job in
         its foreground (no ``&`` of its own), the job is done; a server may have been left
-        running by the wrapper, so servers stay alive (rules.md, Common ground).
+        running by the wrapper, so servers stay alive (docs/rules.md, "Common ground").
         """
         for pat in self.k.job_end_notifications:
             for m in pat.finditer(turn.text):

@@ -1,7 +1,7 @@
 """FX003 ignored-tool-error: a tool call failed and the assistant carried on as if it had not.
 
-Dealt with means the assistant reacted to *this* failure before the user wrote again (rules.md
-of the shared docs, "ignored-tool-error"; our own words in rules/FX003-ignored-tool-error.toml):
+Dealt with means the assistant reacted to *this* failure before the user wrote again (docs/rules.md,
+"ignored-tool-error"; in full in rules/FX003-ignored-tool-error.toml):
 
 * its words name the error itself: the exception or error code, the missing module, a quoted
   name, three words of the message, the failed command's own target (the file it could not
