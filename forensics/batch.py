@@ -24,14 +24,11 @@ never stops the batch. Every text column quoting a transcript is redacted unless
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
 import os
 import signal
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -61,7 +58,9 @@ from forensics.frame import (
 from forensics.index import VIEW_FILE
 from forensics.inputs import SessionFilter
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the pool's modules load only when a pool runs (a rerun starts none)
+    from concurrent.futures import Future, ProcessPoolExecutor
+
     import polars as pl
 
 STATE_FILE = "state.json"
@@ -628,6 +627,8 @@ def _streams(path: str | os.PathLike[str]) -> bool:
 
 def _pool_context():
     """fork when the parent is still light (no polars threads to inherit), else spawn."""
+    import multiprocessing
+
     if sys.platform.startswith("linux") and "polars" not in sys.modules:
         return multiprocessing.get_context("fork")
     return multiprocessing.get_context("spawn")
@@ -665,6 +666,8 @@ def _pool_pass(items: Iterator[Item], retry: list[Item], size: int, workers: int
                options: dict[str, Any] | None = None) -> list[tuple[list[Item], bool]]:
     """One pool's life: the retried units singly, then the rest in chunks. Returns the chunks
     lost when a worker died (with whether each was a single retried unit), else []."""
+    from concurrent.futures import ProcessPoolExecutor
+
     in_flight: dict[Future, tuple[list[Item], bool]] = {}
     limit = workers * 4
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(),
@@ -690,6 +693,9 @@ def _kill_workers(pool: ProcessPoolExecutor) -> None:
 def _fill_pool(pool: ProcessPoolExecutor, items: Iterator[Item], retry: list[Item], size: int,
                limit: int, in_flight: dict[Future, tuple[list[Item], bool]],
                take: Callable[[UnitOutcome], None]) -> list[tuple[list[Item], bool]]:
+    from concurrent.futures import FIRST_COMPLETED, wait
+    from concurrent.futures.process import BrokenProcessPool
+
     broken = False
 
     def drain(block_until: int) -> None:
@@ -745,6 +751,9 @@ def worker_died(unit: Unit) -> UnitOutcome:
 
 
 def _lost() -> Future:
+    from concurrent.futures import Future
+    from concurrent.futures.process import BrokenProcessPool
+
     fut: Future = Future()
     fut.set_exception(BrokenProcessPool("pool already broken"))
     return fut

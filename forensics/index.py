@@ -2,7 +2,7 @@
 
 Totals; incidents per rule, agent, model, project and week (tables and inline SVG bars); the
 worst sessions; every incident with a link to its case study when one was written; the
-sources that could not be read. Figures are drawn by ``forensics.report.charts``; the page loads
+sources that could not be read. Figures are drawn by ``forensics.charts``; the page loads
 nothing from the network and runs no script.
 """
 
@@ -147,7 +147,7 @@ def _dated(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def charts(view: dict[str, Any]) -> dict[str, str]:
-    from forensics.report.charts import bar_chart, column_chart
+    from forensics.charts import bar_chart, column_chart
 
     return {
         "by_rule": bar_chart([(f"{r['code']} {r['rule']}", r["incidents"])

@@ -19,7 +19,7 @@ from forensics.engine import ScanResult, scan_sessions
 from forensics.findings import Incident
 from forensics.ingest import load
 from forensics.model import AssistantTurn, Session, UserTurn
-from forensics.report.charts import bar_chart, column_chart
+from forensics.charts import bar_chart, column_chart
 
 pytestmark = pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed")
 

@@ -185,3 +185,36 @@ def test_reading_and_scanning_collect_less_often_and_restore_the_collector(monke
         assert gc.get_threshold() == (321, 9, 8)
     finally:
         real(*before)
+
+
+def test_a_rerun_over_unchanged_sources_loads_no_pool_tables_or_case_study_code(
+        tmp_path: Path) -> None:
+    """A batch rerun that finds every source unchanged costs start-up and the index: the
+    process pool's modules, polars and the case-study package (``forensics.report``; the
+    index's charts are ``forensics.charts``) load only when a source is read again."""
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import FIXTURES
+
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(FIXTURES / "seeds" / "seed_000_duplicate_launch.json", src)
+    out = tmp_path / "out"
+    code = ("import sys\nfrom typer.testing import CliRunner\nfrom forensics.cli import app\n"
+            f"result = CliRunner().invoke(app, ['batch', {str(src)!r}, '-o', {str(out)!r},"
+            " '-j', '1'])\n"
+            "assert result.exit_code == 1, result.output\n"
+            "print(result.output.replace('\\n', ' | '))\n"
+            "unwanted = ('multiprocessing', 'concurrent.futures', 'polars', 'forensics.report')\n"
+            "print(' '.join(m for m in unwanted if m in sys.modules))")
+    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    assert "polars" in first.stdout.split("\n")[1]  # the first run writes the tables
+    again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    said, loaded = again.stdout.split("\n")[:2]
+    assert "skipped 1 unchanged sources" in said
+    assert loaded == ""
+    assert "FX002" in (out / "index.md").read_text(encoding="utf-8")
