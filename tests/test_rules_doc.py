@@ -69,7 +69,7 @@ def test_every_section_a_citation_names_is_on_the_page():
     assert not missing, f"citations of sections docs/rules.md lacks: {missing}"
 
 
-def test_the_readme_points_at_it_once_and_repeats_no_line():
+def test_the_readme_points_at_it_and_repeats_no_line():
     readme = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
     assert any("`docs/rules.md`" in line for line in readme)
     doubled = [a for a, b in zip(readme, readme[1:]) if a.strip() and a == b]

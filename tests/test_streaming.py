@@ -81,19 +81,28 @@ def test_scan_lets_every_session_go_once_it_is_scanned(monkeypatch, young_heap) 
     assert isinstance(kept[0].session.turns, list)  # case studies tell every turn
 
 
-def test_help_loads_no_model_engine_or_table_library() -> None:
-    """``forensics --help`` starts in a small multiple of a bare interpreter: the typed model
-    (pydantic), the engine, polars and jinja2 load only in the commands that use them."""
+def cli_in_fresh_process(args: list[str]) -> tuple[int, str, set[str]]:
+    """Run ``forensics ARGS`` in a new interpreter (nothing imported yet): its exit code, its
+    output and the modules it loaded."""
+    import json
     import subprocess
     import sys
 
-    code = ("import sys\nfrom typer.testing import CliRunner\nfrom forensics.cli import app\n"
-            "assert CliRunner().invoke(app, ['--help']).exit_code == 0\n"
-            "print(' '.join(m for m in ('pydantic', 'polars', 'jinja2', 'forensics.model',"
-            " 'forensics.engine') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == ""
+    code = ("import json, sys\nfrom typer.testing import CliRunner\nfrom forensics.cli import app\n"
+            f"result = CliRunner().invoke(app, {args!r})\n"
+            "print(json.dumps([result.exit_code, result.output, sorted(sys.modules)]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    exit_code, output, modules = json.loads(proc.stdout.splitlines()[-1])
+    return exit_code, output, set(modules)
+
+
+def test_help_loads_no_model_engine_or_table_library() -> None:
+    """``forensics --help`` starts in a small multiple of a bare interpreter: the typed model
+    (pydantic), the engine, polars and jinja2 load only in the commands that use them."""
+    exit_code, _, loaded = cli_in_fresh_process(["--help"])
+    assert exit_code == 0
+    assert loaded & {"pydantic", "polars", "jinja2", "forensics.model", "forensics.engine"} == set()
 
 
 def test_a_small_scan_loads_one_reader_and_no_table_batch_or_report_code() -> None:
@@ -101,24 +110,15 @@ def test_a_small_scan_loads_one_reader_and_no_table_batch_or_report_code() -> No
     interpreter: polars, jinja2, the batch machinery, the case-study renderers, the other
     formats' readers, the archive code (tar) and typer's pydantic validators of option
     values load only in the commands and for the inputs that need them."""
-    import subprocess
-    import sys
+    from forensics.resources import sample_session
 
-    code = ("import sys\nfrom typer.testing import CliRunner\nfrom forensics.cli import app\n"
-            "from forensics.resources import sample_session\n"
-            "result = CliRunner().invoke(app, ['scan', str(sample_session())])\n"
-            "assert result.exit_code == 1 and 'FX002 duplicate-launch' in result.output\n"
-            "unwanted = ('polars', 'jinja2', 'forensics.batch', 'forensics.report', "
-            "'forensics.frame', 'forensics.ingest.claude_code', 'forensics.ingest.codex', "
-            "'concurrent.futures.process', 'forensics.archive', 'tarfile', "
-            "'typer._adapters')\n"
-            "print(' '.join(m for m in unwanted if m in sys.modules))\n"
-            "print(' '.join(m for m in sys.modules if m.startswith('forensics.ingest.')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    unwanted, readers = out.stdout.split("\n")[:2]
-    assert unwanted == ""
-    assert "forensics.ingest.opencode_export" in readers.split()
+    exit_code, output, loaded = cli_in_fresh_process(["scan", str(sample_session())])
+    assert exit_code == 1 and "FX002 duplicate-launch" in output
+    assert loaded & {"polars", "jinja2", "forensics.batch", "forensics.report", "forensics.frame",
+                     "forensics.ingest.claude_code", "forensics.ingest.codex",
+                     "concurrent.futures.process", "forensics.archive", "tarfile",
+                     "typer._adapters"} == set()
+    assert "forensics.ingest.opencode_export" in loaded
 
 
 def test_reports_are_written_as_the_results_come(tmp_path: Path, young_heap) -> None:
@@ -193,28 +193,16 @@ def test_a_rerun_over_unchanged_sources_loads_no_pool_tables_or_case_study_code(
     process pool's modules, polars and the case-study package (``forensics.report``; the
     index's charts are ``forensics.charts``) load only when a source is read again."""
     import shutil
-    import subprocess
-    import sys
-
-    from conftest import FIXTURES
 
     src = tmp_path / "src"
     src.mkdir()
     shutil.copy(FIXTURES / "seeds" / "seed_000_duplicate_launch.json", src)
     out = tmp_path / "out"
-    code = ("import sys\nfrom typer.testing import CliRunner\nfrom forensics.cli import app\n"
-            f"result = CliRunner().invoke(app, ['batch', {str(src)!r}, '-o', {str(out)!r},"
-            " '-j', '1'])\n"
-            "assert result.exit_code == 1, result.output\n"
-            "print(result.output.replace('\\n', ' | '))\n"
-            "unwanted = ('multiprocessing', 'concurrent.futures', 'polars', 'forensics.report')\n"
-            "print(' '.join(m for m in unwanted if m in sys.modules))")
-    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert first.returncode == 0, first.stderr
-    assert "polars" in first.stdout.split("\n")[1]  # the first run writes the tables
-    again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert again.returncode == 0, again.stderr
-    said, loaded = again.stdout.split("\n")[:2]
-    assert "skipped 1 unchanged sources" in said
-    assert loaded == ""
+    args = ["batch", str(src), "-o", str(out), "-j", "1"]
+    exit_code, _, loaded = cli_in_fresh_process(args)
+    assert exit_code == 1 and "polars" in loaded  # the first run writes the tables
+    exit_code, output, loaded = cli_in_fresh_process(args)
+    assert exit_code == 1
+    assert "skipped 1 unchanged sources" in output
+    assert loaded & {"multiprocessing", "concurrent.futures", "polars", "forensics.report"} == set()
     assert "FX002" in (out / "index.md").read_text(encoding="utf-8")
