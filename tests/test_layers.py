@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("rules", ("forensics.rules",)),
     ("engine", ("forensics.engine", "forensics.config")),
     ("outputs", ("forensics.report", "forensics.batch", "forensics.frame", "forensics.notebook",
-                 "forensics.index", "forensics.cases", "forensics.evaluation",
+                 "forensics.index", "forensics.charts", "forensics.cases", "forensics.evaluation",
                  "forensics.output", "forensics.inputs", "forensics.baseline",
                  "forensics.hooks", "forensics.cluster", "forensics.dataset",
                  "forensics.destination")),
