@@ -251,7 +251,8 @@ _worker: dict[str, Any] = {}
 
 def _init_worker(config: Config, cases_dir: str | None,
                  options: dict[str, Any] | None = None) -> None:
-    """Once per process: resolve the rules (imports every rule module) and keep the config.
+    """Once per process: keep the config (its rules are resolved, which imports every rule
+    module, by the first session scanned: a rerun that reads no source imports none).
 
     ``options``: ``redact`` (default True), ``case_sessions`` (how many sessions this worker
     may write case studies for), ``keep`` (which sessions to keep: ``--since``,
@@ -262,7 +263,7 @@ def _init_worker(config: Config, cases_dir: str | None,
     _zip.cache_clear()  # a forked worker must not share the parent's open zip file offsets
     options = options or {}
     _worker["config"] = config
-    _worker["rules"] = config.rules()
+    _worker["rules"] = None
     _worker["cases_dir"] = cases_dir
     _worker["redact"] = options.get("redact", True)
     if config.secret_patterns:  # a spawned worker starts without the parent's extra patterns
@@ -317,7 +318,10 @@ def _process(unit: Unit, known_hash: str | None) -> UnitOutcome:
     for exc in read.errors:
         out.errors.append(_error_row(unit.label, exc.path, exc.reason, kind="unreadable",
                                      line=exc.line))
-    config, rules, keep = _worker["config"], _worker["rules"], _worker.get("keep")
+    config, keep = _worker["config"], _worker.get("keep")
+    rules = _worker["rules"]
+    if rules is None:
+        rules = _worker["rules"] = config.rules()
     for session in read.sessions:
         if keep is not None and not keep.keeps(session):
             continue
@@ -815,7 +819,7 @@ def _config_key(config: Config, redact: bool = True, keep: SessionFilter | None 
     from forensics.redact import patterns_digest
 
     rules = []
-    for s in config.rules():
+    for s in config.rule_files():  # the files, not the rules' code: a rerun imports none
         try:
             text = Path(s.path).read_bytes() if s.path else b""
         except OSError:

@@ -91,9 +91,9 @@ def exit_code(findings: Iterable[tuple[str, str]], *, problems: int = 0, read_an
     if not read_any or (strict and problems):
         return EXIT_ERROR
     if specs is None:
-        from forensics.rules import registry
+        from forensics.rules import rule_files  # the kinds are in the files: no rule's code
 
-        specs = registry()
+        specs = rule_files()
     floor = _RANK[getattr(fail_on, "value", fail_on)]
     for code, severity in findings:
         spec = specs.get(code)
@@ -295,7 +295,7 @@ def build_config(config: Path | None, select: list[str] | None, ignore: list[str
             cfg.select = list(select)
         if ignore:
             cfg.ignore = cfg.ignore + list(ignore)
-        cfg.rules()  # validates names
+        cfg.rule_files()  # validates names
     except ForensicsError as exc:
         raise fail(str(exc))
     started()

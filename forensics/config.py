@@ -26,7 +26,7 @@ from typing import Any
 from forensics.analysis.params import build as build_params
 from forensics.analysis.phrases import compiled_now
 from forensics.errors import ConfigError, RuleError
-from forensics.rules import RuleSpec, registry, resolve
+from forensics.rules import RuleFile, RuleSpec, registry, resolve_files
 
 
 @dataclass
@@ -40,11 +40,17 @@ class Config:
     """Extra redaction pattern files (``secret-patterns``), absolute paths."""
 
     def rules(self) -> list[RuleSpec]:
-        chosen = resolve(self.select)
-        dropped = {s.code for s in resolve(self.ignore)} if self.ignore else set()
-        return [s for s in chosen if s.code not in dropped]
+        specs = registry()
+        return [specs[f.code] for f in self.rule_files()]
 
-    def params_for(self, spec: RuleSpec) -> dict[str, Any]:
+    def rule_files(self) -> list[RuleFile]:
+        """The chosen rules' files, without their code: validates the names (``ConfigError``)
+        at the cost of reading the rule files, not of importing the rules."""
+        chosen = resolve_files(self.select)
+        dropped = {f.code for f in resolve_files(self.ignore)} if self.ignore else set()
+        return [f for f in chosen if f.code not in dropped]
+
+    def params_for(self, spec: RuleSpec | RuleFile) -> dict[str, Any]:
         return self.params.get(spec.code, spec.params)
 
 
@@ -120,7 +126,7 @@ def config_from_dict(data: dict[str, Any], *, source: str = "<config>") -> Confi
                 raise ConfigError(f"{source}: {key} must be a list of rule codes or slugs")
             setattr(cfg, key, value)
     try:
-        cfg.rules()
+        cfg.rule_files()
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     specs = registry()

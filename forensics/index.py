@@ -76,9 +76,9 @@ def harness_counts(incidents: pl.DataFrame, by: str) -> pl.DataFrame:
 
 
 def _harness_slugs() -> list[str]:
-    from forensics.rules import registry
+    from forensics.rules import rule_files
 
-    return [s.slug for s in registry().values() if s.is_harness]
+    return [f.slug for f in rule_files().values() if f.is_harness]
 
 
 def _by_rule(incidents: pl.DataFrame) -> list[dict[str, Any]]:

@@ -128,7 +128,7 @@ def make_config(config: Config | PathLike | None = None, *,
         cfg.select = [select] if isinstance(select, str) else list(select)
     if ignore is not None:
         cfg.ignore = cfg.ignore + ([ignore] if isinstance(ignore, str) else list(ignore))
-    cfg.rules()  # unknown rule names fail here, not later
+    cfg.rule_files()  # unknown rule names fail here, not later
     return cfg
 
 

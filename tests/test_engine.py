@@ -202,6 +202,37 @@ def test_unknown_rule_is_a_config_error() -> None:
         resolve(["FX042"])
 
 
+@given(st.lists(st.sampled_from(["ALL", "FX", "FX0", "FX1", "FX00", "FX002", "fx003",
+                                 "user-resend", "interrupted-turn", "empty-response"]),
+                min_size=1, max_size=4))
+def test_the_rule_files_choose_what_the_registry_chooses(names: list[str]) -> None:
+    """A batch rerun's config key and every command's name check read the rule files only
+    (``resolve_files``); a run's rules are the same choice joined to their code."""
+    files = rules_pkg.resolve_files(names)
+    assert [f.code for f in files] == [s.code for s in resolve(names)]
+    specs = registry()
+    assert all(f.params == specs[f.code].params and f.kind == specs[f.code].kind
+               and f.path == specs[f.code].path for f in files)
+
+
+def test_a_config_checks_rule_names_without_importing_any_rule() -> None:
+    """Naming rules is checked against the rule files, so an unknown name fails (and a batch
+    rerun works out its key) before any rule module is imported."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom forensics.config import Config\nfrom forensics.errors import "
+            "ConfigError\nConfig(select=['FX00'], ignore=['user-resend']).rule_files()\n"
+            "try:\n    Config(select=['FX042']).rule_files()\nexcept ConfigError as e:\n"
+            "    print(e)\nprint(sorted(m for m in sys.modules if m.startswith("
+            "('forensics.rules.', 'forensics.analysis.session', 'forensics.analysis.ledger'))))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    error, loaded = proc.stdout.splitlines()
+    assert error.startswith("unknown rule 'FX042'")
+    assert loaded == "[]"
+
+
 # -- configuration ----------------------------------------------------------------------------
 
 

@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from forensics.analysis import Run, analysis_of
+from forensics.analysis.session import Run, analysis_of
 from forensics.model import AssistantTurn
 from forensics.rules import registry
 from forensics.rules._facts import runs

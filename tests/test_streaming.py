@@ -187,11 +187,13 @@ def test_reading_and_scanning_collect_less_often_and_restore_the_collector(monke
         real(*before)
 
 
-def test_a_rerun_over_unchanged_sources_loads_no_pool_tables_or_case_study_code(
+def test_a_rerun_over_unchanged_sources_loads_no_pool_tables_rules_or_case_study_code(
         tmp_path: Path) -> None:
     """A batch rerun that finds every source unchanged costs start-up and the index: the
-    process pool's modules, polars and the case-study package (``forensics.report``; the
-    index's charts are ``forensics.charts``) load only when a source is read again."""
+    process pool's modules, polars, the rules' code with the analysis it reads (the config key
+    and the exit code need only the rule files) and the case-study package
+    (``forensics.report``; the index's charts are ``forensics.charts``) load only when a
+    source is read again."""
     import shutil
 
     src = tmp_path / "src"
@@ -199,10 +201,14 @@ def test_a_rerun_over_unchanged_sources_loads_no_pool_tables_or_case_study_code(
     shutil.copy(FIXTURES / "seeds" / "seed_000_duplicate_launch.json", src)
     out = tmp_path / "out"
     args = ["batch", str(src), "-o", str(out), "-j", "1"]
+    scanning = {"polars", "forensics.rules.fx002_duplicate_launch", "forensics.analysis.session",
+                "forensics.analysis.ledger"}
     exit_code, _, loaded = cli_in_fresh_process(args)
-    assert exit_code == 1 and "polars" in loaded  # the first run writes the tables
+    assert exit_code == 1 and scanning <= loaded  # the first run scans and writes the tables
     exit_code, output, loaded = cli_in_fresh_process(args)
-    assert exit_code == 1
+    assert exit_code == 1  # a rule's finding, known to be one from its rule file's kind
     assert "skipped 1 unchanged sources" in output
-    assert loaded & {"multiprocessing", "concurrent.futures", "polars", "forensics.report"} == set()
+    assert loaded & ({"multiprocessing", "concurrent.futures", "forensics.report"} | scanning) \
+        == set()
+    assert not any(m.startswith("forensics.rules.fx") for m in loaded)
     assert "FX002" in (out / "index.md").read_text(encoding="utf-8")

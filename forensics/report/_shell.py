@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from forensics.analysis import analysis_of
+from forensics.analysis.session import analysis_of
 from forensics.analysis.commands import parse
 from forensics.analysis.outcome import telling_lines as _telling_lines
 from forensics.model import Session, ToolResultTurn

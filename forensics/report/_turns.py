@@ -13,7 +13,7 @@ from forensics.model import (
     UserTurn,
 )
 from forensics.report._prose import norm, shorten
-from forensics.analysis import analysis_of
+from forensics.analysis.session import analysis_of
 from forensics.findings import Incident
 from forensics.timeline import utc_text
 from forensics.report._shell import (

@@ -34,7 +34,7 @@ from forensics.report._prose import (
     ref,
     shorten,
 )
-from forensics.analysis import analysis_of
+from forensics.analysis.session import analysis_of
 from forensics.report import evidence as ev
 from forensics.report._shell import (
     program,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from forensics.analysis import analysis_of
+from forensics.analysis.session import analysis_of
 from forensics.findings import Evidence, Incident
 from forensics.model import (
     AssistantTurn,

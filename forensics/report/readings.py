@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
-from forensics.analysis import analysis_of
+from forensics.analysis.session import analysis_of
 from forensics.findings import Incident
 from forensics.model import (
     AssistantTurn,

@@ -38,7 +38,7 @@ from forensics.report._prose import (
     shorten,
     shorten_block,
 )
-from forensics.analysis import analysis_of
+from forensics.analysis.session import analysis_of
 from forensics.report._shell import (
     flags_in,
     program,

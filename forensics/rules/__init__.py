@@ -110,7 +110,26 @@ def _params_class(func: RuleFunc) -> type | None:
     return None
 
 
-def _load_spec(path, func: RuleFunc | None) -> RuleSpec:
+@dataclass(frozen=True)
+class RuleFile:
+    """A rule file read without its detection code: its identity, kind and parameters. Enough
+    to choose rules by name and to say what a run's findings depend on (``batch``'s config
+    key), so a batch rerun that scans nothing imports no rule module."""
+
+    code: str
+    slug: str
+    kind: str
+    path: str
+    params: dict[str, Any]
+    data: dict[str, Any] = field(repr=False, compare=False)
+    """The whole parsed file, for ``registry`` to join."""
+
+    @property
+    def is_harness(self) -> bool:
+        return self.kind == "harness"
+
+
+def _read_rule_file(path) -> RuleFile:
     where = str(path)
     try:
         data = read_rule_file(path)
@@ -122,12 +141,37 @@ def _load_spec(path, func: RuleFunc | None) -> RuleSpec:
     code, slug = data["id"], data["slug"]
     if path.name != f"{code}-{slug}.toml":
         raise RuleError(f"{where}: file name must be {code}-{slug}.toml")
-    if func is None:
-        raise RuleError(f"{where}: no implementation registered for {code}")
     kind = data.get("kind", "rule")
     if kind not in KINDS:
         raise RuleError(f"{where}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
-    params = dict(data.get("params", {}))
+    return RuleFile(code=code, slug=slug, kind=kind, path=where,
+                    params=dict(data.get("params", {})), data=data)
+
+
+@cache
+def rule_files() -> dict[str, RuleFile]:
+    """Every rule file, keyed by code, in code order. Raises ``RuleError`` on a file that is
+    not a rule file, and on duplicate ids or slugs."""
+    files: dict[str, RuleFile] = {}
+    slugs: set[str] = set()
+    for path in sorted(rules_dir().glob("FX*.toml")):
+        file = _read_rule_file(path)
+        if file.code in files or file.slug in slugs:
+            raise RuleError(f"{path}: duplicate rule id or slug ({file.code}, {file.slug})")
+        files[file.code] = file
+        slugs.add(file.slug)
+    return files
+
+
+def _load_spec(path, func: RuleFunc | None) -> RuleSpec:
+    """The rule file at ``path`` joined to ``func``."""
+    return _joined(_read_rule_file(path), func)
+
+
+def _joined(file: RuleFile, func: RuleFunc | None) -> RuleSpec:
+    where, data, params = file.path, file.data, file.params
+    if func is None:
+        raise RuleError(f"{where}: no implementation registered for {file.code}")
     params_class = _params_class(func)
     if params_class is None:
         raise RuleError(f"{where}: {func.__name__} must take (session, params: <class with "
@@ -147,8 +191,8 @@ def _load_spec(path, func: RuleFunc | None) -> RuleSpec:
         for e in data.get("examples", [])
     )
     return RuleSpec(
-        code=code,
-        slug=slug,
+        code=file.code,
+        slug=file.slug,
         title=data["title"],
         severity=data["severity"],
         status=data.get("status", "stable"),
@@ -161,7 +205,7 @@ def _load_spec(path, func: RuleFunc | None) -> RuleSpec:
         examples=examples,
         path=where,
         params_class=params_class,
-        kind=kind,
+        kind=file.kind,
     )
 
 
@@ -169,16 +213,8 @@ def _load_spec(path, func: RuleFunc | None) -> RuleSpec:
 def registry() -> dict[str, RuleSpec]:
     """Every rule, keyed by code, in code order. Raises ``RuleError`` on any mismatch."""
     _import_rule_modules()
-    specs: dict[str, RuleSpec] = {}
-    slugs: set[str] = set()
-    files = sorted(rules_dir().glob("FX*.toml"))
-    for path in files:
-        code = path.name.split("-", 1)[0]
-        spec = _load_spec(path, _IMPLEMENTATIONS.get(code))
-        if spec.code in specs or spec.slug in slugs:
-            raise RuleError(f"{path}: duplicate rule id or slug ({spec.code}, {spec.slug})")
-        specs[spec.code] = spec
-        slugs.add(spec.slug)
+    specs = {code: _joined(file, _IMPLEMENTATIONS.get(code))
+             for code, file in rule_files().items()}
     orphans = sorted(set(_IMPLEMENTATIONS) - set(specs))
     if orphans:
         raise RuleError(f"rules implemented without a rule file: {', '.join(orphans)}")
@@ -188,14 +224,20 @@ def registry() -> dict[str, RuleSpec]:
 def resolve(names: list[str] | tuple[str, ...]) -> list[RuleSpec]:
     """Rules named by code (``FX001``), code prefix (``FX``) or slug, in registry order."""
     specs = registry()
-    chosen: list[RuleSpec] = []
+    return [specs[f.code] for f in resolve_files(names)]
+
+
+def resolve_files(names: list[str] | tuple[str, ...]) -> list[RuleFile]:
+    """The rule files ``resolve`` would choose, without importing any rule's code."""
+    files = rule_files()
+    chosen: list[RuleFile] = []
     for name in names:
         hits = [
-            s for s in specs.values()
-            if name.lower() == s.slug or s.code.lower().startswith(name.lower()) or name == "ALL"
+            f for f in files.values()
+            if name.lower() == f.slug or f.code.lower().startswith(name.lower()) or name == "ALL"
         ]
         if not hits:
-            known = ", ".join(f"{s.code} {s.slug}" for s in specs.values())
+            known = ", ".join(f"{f.code} {f.slug}" for f in files.values())
             raise ConfigError(f"unknown rule {name!r}; known rules: {known}")
         chosen.extend(h for h in hits if h not in chosen)
-    return sorted(chosen, key=lambda s: s.code)
+    return sorted(chosen, key=lambda f: f.code)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from forensics import knowledge_cache
-from forensics.analysis import Run, analysis_of
+from forensics.analysis.session import Run, analysis_of
 from forensics.model import AssistantTurn, Session, ToolCall, ToolResultTurn, Turn, UserTurn
 from forensics.analysis.phrases import compile_later
 from forensics.analysis.session_cache import per_session

@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from forensics.analysis import STOP_EVENTS, analysis_of
+from forensics.analysis.session import STOP_EVENTS, analysis_of
 from forensics.analysis.outcome import telling_lines
 from forensics.analysis.text import shorten
 from forensics.findings import Evidence, Finding

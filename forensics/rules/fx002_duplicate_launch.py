@@ -19,8 +19,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterator
 
-from forensics.analysis import Knowledge, analysis_of
-from forensics.analysis.ledger import Launch, Ledger, Signal, State
+from forensics.analysis.ledger import Knowledge, Launch, Ledger, Signal, State
+from forensics.analysis.session import analysis_of
 from forensics.analysis.text import code_span as _code
 from forensics.findings import Evidence, Finding
 from forensics.model import Session

@@ -29,13 +29,14 @@ from typing import Any, ClassVar
 import orjson
 
 from forensics import knowledge_cache
-from forensics.analysis import OutcomeRules, analysis_of, user_stopped
 from forensics.analysis.commands import program
 from forensics.analysis.ledger import holds_cased_needle, holds_needle, needles_of
+from forensics.analysis.outcome import OutcomeRules
 from forensics.analysis.outcome import any_of as _any_of
 from forensics.analysis.outcome import telling_lines
 from forensics.analysis.phrases import compile_later
 from forensics.analysis.phrases import phrase_pattern as _phrases
+from forensics.analysis.session import analysis_of, user_stopped
 from forensics.analysis.shell import command_of as _script_of
 from forensics.analysis.shell import FILE_KEYS, split_commands
 from forensics.analysis.text import edges as _edges

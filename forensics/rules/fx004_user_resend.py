@@ -19,7 +19,7 @@ from itertools import pairwise
 from typing import Any, ClassVar, Literal
 
 from forensics import knowledge_cache
-from forensics.analysis import STOP_EVENTS, analysis_of
+from forensics.analysis.session import STOP_EVENTS, analysis_of
 from forensics.analysis.text import shorten
 from forensics.findings import Evidence, Finding
 from forensics.model import AssistantTurn, EventTurn, Session, ToolResultTurn, UserTurn

@@ -18,7 +18,7 @@ from forensics.findings import Evidence, Finding
 from forensics.ingest._opencode import NEVER_FINISHED
 from forensics.model import AssistantTurn, EventTurn, Session, ToolCall, ToolResultTurn, UserTurn
 from forensics.rules import rule
-from forensics.analysis import STOP_EVENTS, analysis_of, user_stopped
+from forensics.analysis.session import STOP_EVENTS, analysis_of, user_stopped
 from forensics.analysis.shell import command_of, split_pipelines
 from forensics.analysis.text import shorten
 

@@ -14,7 +14,7 @@ from forensics.findings import Evidence, Finding
 from forensics.model import EventTurn, Session, ToolResultTurn
 from forensics.rules import rule
 from forensics.rules._harness import event_runs, last_assistant_before
-from forensics.analysis import STOP_EVENTS, analysis_of, user_stopped
+from forensics.analysis.session import STOP_EVENTS, analysis_of, user_stopped
 from forensics.analysis.shell import command_of
 from forensics.analysis.text import shorten
 
