@@ -8,6 +8,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from forensics import frame as frame_module
 from forensics.batch import OUTPUT_FILES, TABLE_FILES, collect, run_batch
@@ -101,3 +103,37 @@ def test_a_rerun_of_unchanged_sources_renders_the_index_a_full_write_renders(
     pages = ("index.md", "index.html")
     assert _files(quick, pages) == _files(full, pages)
     assert "unchanged sources kept" in (quick / "index.md").read_text(encoding="utf-8")
+
+
+def _view_values():
+    import datetime as dt
+    from zoneinfo import ZoneInfo
+
+    when = st.datetimes(min_value=dt.datetime(2000, 1, 1), max_value=dt.datetime(2100, 1, 1),
+                        timezones=st.sampled_from([None, ZoneInfo("UTC"),
+                                                   ZoneInfo("Europe/Berlin")]))
+    scalars = (st.none() | st.booleans() | st.integers(-2**53, 2**53) | st.text(max_size=8)
+               | st.floats(allow_nan=False, allow_infinity=False) | when | st.dates())
+    return st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
+                        | st.dictionaries(st.text(max_size=6), inner, max_size=4), max_leaves=20)
+
+
+def _types(value):
+    if isinstance(value, list):
+        return [_types(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _types(v) for k, v in value.items()}
+    return (type(value), getattr(value, "tzinfo", None))
+
+
+@given(_view_values())
+@example({"$date": 1, "$dict": [], "zone": None})
+def test_kept_index_figures_come_back_as_they_were(value) -> None:
+    """The index's figures kept for a rerun (``.index-view.json``) come back equal and of the
+    same types: dates, zoned and naive times, dicts whose keys look like the tags."""
+    import orjson
+
+    from forensics.index import _tagged, _untagged
+
+    back = _untagged(orjson.loads(orjson.dumps(_tagged(value))))
+    assert back == value and _types(back) == _types(value)
