@@ -29,6 +29,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -555,6 +556,7 @@ def collect(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = No
         units = list(units)  # type: ignore[assignment]
     total = len(units) if isinstance(units, list) else None
     counts = {"done": 0, "sessions": 0, "incidents": 0}
+    interrupts = _signals_interrupt()
 
     def take(outcome: UnitOutcome) -> None:
         if outcome.status == "skipped" and known.get(outcome.label, {}).get("ignored"):
@@ -565,7 +567,8 @@ def collect(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = No
         counts["incidents"] += len(outcome.incidents)
         bar.update(counts["done"], total, counts["sessions"], counts["incidents"])
         if checkpoint is not None and counts["done"] % max(1, checkpoint_every) == 0:
-            checkpoint(out)
+            with interrupts.held():
+                checkpoint(out)
 
     def pending() -> Iterator[tuple[Unit, str | None]]:
         seen: set[str] = set()
@@ -580,7 +583,7 @@ def collect(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = No
                 continue
             yield unit, (prev or {}).get("hash")
 
-    with _signals_interrupt():
+    with interrupts:
         try:
             executor.run(pending(), total=total, config=config, cases_dir=cases_dir,
                          options=options, known=known, take=take)
@@ -600,20 +603,46 @@ class _Interrupted(KeyboardInterrupt):
 
 class _signals_interrupt:
     """While a batch runs in the main thread, SIGTERM interrupts it as Ctrl-C does (the pool is
-    then shut down with its workers killed, see ``_pool_pass``)."""
+    then shut down with its workers killed, see ``_pool_pass``). Inside ``held()`` (a
+    checkpoint writing the tables) either signal waits until the block is done: raised inside
+    polars' conversion of Python values, it made polars panic (exit 1 instead of 130, with a
+    Rust backtrace instead of the checkpoint)."""
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> _signals_interrupt:
         import threading
 
-        self.previous = None
+        self.previous: dict[int, Any] = {}
+        self.holding = False
+        self.pending: BaseException | None = None
         if threading.current_thread() is threading.main_thread():
-            def interrupt(signum, frame):
-                raise _Interrupted(f"signal {signum}")
-            self.previous = signal.signal(signal.SIGTERM, interrupt)
+            self.previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._interrupt)
+            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not ignored
+                self.previous[signal.SIGINT] = signal.signal(signal.SIGINT, self._interrupt)
+        return self
+
+    def _interrupt(self, signum, frame) -> None:
+        error = KeyboardInterrupt() if signum == signal.SIGINT else _Interrupted(
+            f"signal {signum}")
+        if self.holding:
+            self.pending = error
+            return
+        raise error
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Signals that arrive inside wait for its end, then interrupt as they would have."""
+        self.holding = True
+        try:
+            yield
+        finally:
+            self.holding = False
+        if self.pending is not None:
+            error, self.pending = self.pending, None
+            raise error
 
     def __exit__(self, *exc) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGTERM, self.previous)
+        for signum, previous in self.previous.items():
+            signal.signal(signum, previous)
 
 
 def _streams(path: str | os.PathLike[str]) -> bool:

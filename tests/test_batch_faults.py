@@ -163,3 +163,46 @@ def test_case_studies_are_capped_and_tables_hold_every_incident(tmp_path: Path) 
     with_case = incidents.filter(pl.col("case").is_not_null())
     assert with_case["origin"].n_unique() == 2
     assert len([d for d in (out / "cases").iterdir() if d.is_dir()]) == 2
+
+
+@pytest.mark.parametrize("signum, error", [(signal.SIGTERM, KeyboardInterrupt),
+                                           (signal.SIGINT, KeyboardInterrupt)])
+def test_a_signal_during_a_checkpoint_interrupts_after_it(signum, error) -> None:
+    """A signal that arrives while a checkpoint writes the tables interrupts the batch once the
+    tables are written, not inside them: raised inside polars' conversion of Python values it
+    made polars panic (exit 1, a Rust backtrace, no checkpoint). Outside a checkpoint it
+    interrupts at once, as before."""
+    import os
+
+    from forensics.batch import _Interrupted, _signals_interrupt
+
+    written = []
+    with pytest.raises(error) as raised:
+        with _signals_interrupt() as interrupts:
+            with interrupts.held():
+                os.kill(os.getpid(), signum)
+                written.append("tables")  # the rest of the checkpoint still runs
+    assert written == ["tables"]
+    assert isinstance(raised.value, _Interrupted) == (signum == signal.SIGTERM)
+    with pytest.raises(error):
+        with _signals_interrupt():
+            os.kill(os.getpid(), signum)
+            written.append("never")
+    assert written == ["tables"]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # put back as it was
+
+
+def test_a_batch_signalled_inside_its_checkpoint_stops_once_the_checkpoint_is_written(
+        tmp_path: Path) -> None:
+    from forensics.batch import collect
+
+    src = _corpus(tmp_path / "src", 4)
+    checkpoints = []
+
+    def checkpoint(so_far) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        checkpoints.append(len(so_far.outcomes))  # still runs: the signal waits for its end
+
+    with pytest.raises(KeyboardInterrupt):
+        collect([src], workers=1, progress=False, checkpoint=checkpoint, checkpoint_every=1)
+    assert checkpoints == [1]  # then the batch stopped: no second unit, no second checkpoint
