@@ -172,6 +172,15 @@ def test_a_signal_during_a_checkpoint_interrupts_after_it(signum, error) -> None
     tables are written, not inside them: raised inside polars' conversion of Python values it
     made polars panic (exit 1, a Rust backtrace, no checkpoint). Outside a checkpoint it
     interrupts at once, as before."""
+    # Python's own Ctrl-C handler, as in a terminal (a detached run, CI's, starts ignoring it)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _signal_in_and_out_of_a_checkpoint(signum, error)
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def _signal_in_and_out_of_a_checkpoint(signum, error) -> None:
     import os
 
     from forensics.batch import _Interrupted, _signals_interrupt
@@ -206,3 +215,17 @@ def test_a_batch_signalled_inside_its_checkpoint_stops_once_the_checkpoint_is_wr
     with pytest.raises(KeyboardInterrupt):
         collect([src], workers=1, progress=False, checkpoint=checkpoint, checkpoint_every=1)
     assert checkpoints == [1]  # then the batch stopped: no second unit, no second checkpoint
+
+
+def test_an_ignored_ctrl_c_stays_ignored_during_a_batch() -> None:
+    """A batch started with SIGINT ignored (``nohup``, a background job) is not made to stop
+    on it."""
+    from forensics.batch import _signals_interrupt
+
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with _signals_interrupt():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGINT, before)
