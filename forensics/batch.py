@@ -608,12 +608,15 @@ class _signals_interrupt:
     polars' conversion of Python values, it made polars panic (exit 1 instead of 130, with a
     Rust backtrace instead of the checkpoint)."""
 
-    def __enter__(self) -> _signals_interrupt:
-        import threading
-
+    def __init__(self) -> None:
         self.previous: dict[int, Any] = {}
         self.holding = False
         self.pending: BaseException | None = None
+
+    def __enter__(self) -> _signals_interrupt:
+        import threading
+
+        self.previous = {}
         if threading.current_thread() is threading.main_thread():
             self.previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._interrupt)
             if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not ignored

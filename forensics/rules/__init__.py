@@ -4,7 +4,8 @@ A rule is data for what it is (identity, prose, severity, parameters, examples) 
 it detects. ``@rule("FX003")`` registers the detection function; ``registry()`` joins every TOML
 file to exactly one function and refuses any mismatch: a file without code, code without a file,
 a file name that is not ``{id}-{slug}.toml``, ``[params]`` keys that are not the rule's
-parameters, duplicate ids or slugs.
+parameters, duplicate ids or slugs. ``rule_files()`` is the files alone (identity, kind,
+parameters), for what chooses or names rules without running them.
 
 A detection function takes the session and one typed parameters object:
 ``def rule(session, params: RetryLoopParams)``, where the class has ``param_names`` (the
