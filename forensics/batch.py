@@ -753,6 +753,9 @@ def _fill_pool(pool: ProcessPoolExecutor, items: Iterator[Item], retry: list[Ite
             in_flight[pool.submit(_process_chunk, chunk)] = (chunk, alone)
         except BrokenProcessPool:
             in_flight[_lost()] = (chunk, alone)
+            return
+        if len(in_flight) == 1:
+            _import_polars_aside(pool)
 
     untried: list[Item] = []
     for i, item in enumerate(retry):  # one at a time: a unit that kills its worker is known
@@ -777,6 +780,27 @@ def _fill_pool(pool: ProcessPoolExecutor, items: Iterator[Item], retry: list[Ite
         return []
     # Retried units not reached before the pool broke go to the next pool, still to retry.
     return list(in_flight.values()) + [([item], False) for item in untried]
+
+
+def _import_polars_aside(pool: ProcessPoolExecutor) -> None:
+    """Import polars in a thread of this process while the pool's workers read: the tables
+    need it at the end, where its import (~0.2 s of CPU) was serial, the largest part of what
+    ``-j 2`` could not share (``docs/performance.md``). Only once every worker is forked (a
+    fork pool launches them all at its first task): a fork while a thread imports can
+    deadlock the child, and ``_pool_context`` spawns any later pool once polars is loaded."""
+    import importlib
+    import threading
+
+    if "polars" in sys.modules or _pool_method(pool) != "fork" \
+            or len(getattr(pool, "_processes", None) or ()) < getattr(pool, "_max_workers", 0):
+        return
+    threading.Thread(target=importlib.import_module, args=("polars",),
+                     name="forensics-import-polars").start()
+
+
+def _pool_method(pool: ProcessPoolExecutor) -> str | None:
+    context = getattr(pool, "_mp_context", None)
+    return context.get_start_method() if context is not None else None
 
 
 def worker_died(unit: Unit) -> UnitOutcome:

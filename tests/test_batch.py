@@ -414,6 +414,52 @@ def test_a_worker_that_dies_costs_only_its_own_source(inputs, tmp_path, monkeypa
     assert summary.sessions == healthy.sessions - 1
 
 
+class _FakePool:
+    def __init__(self, method: str, launched: int, workers: int = 2) -> None:
+        import multiprocessing
+
+        self._mp_context = multiprocessing.get_context(method)
+        self._processes = dict.fromkeys(range(launched))
+        self._max_workers = workers
+
+
+@pytest.mark.parametrize(("method", "launched", "imports"), [
+    ("fork", 2, True),    # every worker forked: polars may load beside them
+    ("fork", 1, False),   # a worker still to fork: no thread may run then
+    ("spawn", 2, False),  # spawned workers do not inherit anything; nothing to overlap
+])
+def test_polars_is_imported_aside_only_once_every_worker_is_forked(monkeypatch, method, launched,
+                                                                    imports):
+    import importlib
+    import sys
+    import threading
+
+    import forensics.batch as batch
+
+    asked: list[str] = []
+    done = threading.Event()
+
+    def fake_import(name):
+        asked.append(name)
+        done.set()
+
+    monkeypatch.delitem(sys.modules, "polars")  # restored after the test
+    monkeypatch.setattr(importlib, "import_module", fake_import)
+    batch._import_polars_aside(_FakePool(method, launched))
+    done.wait(5 if imports else 0.2)
+    assert asked == (["polars"] if imports else [])
+
+
+def test_polars_already_loaded_starts_no_thread(monkeypatch):
+    import importlib
+
+    import forensics.batch as batch
+
+    monkeypatch.setattr(importlib, "import_module",
+                        lambda name: pytest.fail("imported polars again"))
+    batch._import_polars_aside(_FakePool("fork", 2))
+
+
 def test_incidents_carry_their_rule_kind(batches):
     incidents = pl.read_parquet(batches["folder"][1] / "incidents.parquet")
     from forensics.rules import registry
@@ -552,3 +598,23 @@ def test_rerun_with_nothing_changed_keeps_the_tables_and_writes_the_same_index(t
     gone = run_batch([logs], fast, workers=1, progress=False)
     assert gone.sessions == read_back.sessions - 1
     assert pl.read_ndjson(fast / "sessions.ndjson").height == gone.sessions
+
+
+def test_index_rows_read_first_renders_what_jinja_would(batches, tmp_path, monkeypatch):
+    """The index's environment reads a dict row's item before its attribute (a speed-up):
+    the pages must be what Jinja's own lookup order renders."""
+    import jinja2
+
+    import forensics.index as index
+
+    summary, out = batches["folder"]
+    view = index.cached_view(out)
+    assert view is not None and view["incidents"]
+    ours, stock = tmp_path / "ours", tmp_path / "stock"
+    ours.mkdir(), stock.mkdir()
+    index.write_index(None, summary, ours, view=view)
+    monkeypatch.setattr(index, "_environment_class", lambda: jinja2.Environment)
+    index.write_index(None, summary, stock, view=view)
+    for name in ("index.html", "index.md"):
+        assert (ours / name).read_text() == (stock / name).read_text()
+        assert (ours / name).read_text() == (out / name).read_text()
