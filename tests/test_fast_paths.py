@@ -379,3 +379,25 @@ def test_a_users_own_exit_patterns_bring_their_own_needles(text: str, pad: int) 
                              "make", rules)
     assert (failed.kind, failed.cause, failed.words) == ("failed", "text",
                                                          "Returned NON-ZERO status 2")
+
+
+_SCRIPT_PIECES = st.sampled_from(
+    ["sed", " -i", " -i.bak", "s/a/b/", " f.py", ">", ">>", "2>&1", "&>", " out.js", ";", "&&",
+     "|", "||", "&", "\n", "\\\n", "\\>", "'", '"', "`", "$(", ")", "#", "<<EOF\n", "\nEOF\n",
+     " ", "cat", "echo x", "s", "ed", "(", "{ ", " }", "then ", "/tmp/x", "a.log"])
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_SCRIPT_PIECES, max_size=14).map("".join))
+@example("s\\\ned -i s/a/b/ f.py")  # a line continuation inside the word
+@example("(sed -i 's/a/b/' f.py)")
+@example("echo hi > out.js")
+def test_a_script_without_sed_or_redirect_edits_nothing(script: str) -> None:
+    """``edited_files`` skips the split of a script holding neither ``>`` nor ``sed``: the
+    split would find no edit there either."""
+    from forensics.model import ToolCall
+    from forensics.rules import _facts
+
+    call = ToolCall(call_id="c", name="bash", input={"command": script}, command=script,
+                    anchor="a")
+    assert _facts.edited_files(call, frozenset()) == _facts._shell_edits(script)

@@ -260,6 +260,15 @@ def edited_files(call: ToolCall, edit_tools: frozenset[str]) -> list[str] | None
         return None
     if "apply_patch" in command:
         return [m.strip() for m in _PATCH_FILE.findall(command)]
+    if ">" not in command and "sed" not in command:
+        # A simple command's characters are the script's: without either, none of them
+        # writes a file that ``_shell_edits`` finds, and most scripts need no split.
+        return None
+    return _shell_edits(command)
+
+
+def _shell_edits(command: str) -> list[str] | None:
+    """Files a shell script writes by ``sed -i`` or a redirection (None: none)."""
     files: list[str] = []
     for simple in split_commands(command):
         if simple.startswith("sed") and _SED_I.match(simple):
