@@ -13,8 +13,11 @@ texts = st.text(alphabet=st.sampled_from(list(" \t\n`*_#|<>[]\\.!?-$ab1€")) | 
                 max_size=80)
 
 
+_MARKUP = r"([\\`*_\[\]<>|#])"  # what Markdown could read as markup, escaped
+
+
 def _plain_md_inline(text: str) -> str:
-    return render._MD_SPECIAL.sub(r"\\\1", re.sub(r"\s+", " ", text))
+    return re.sub(_MARKUP, r"\\\1", re.sub(r"\s+", " ", text))
 
 
 def _plain_run(text: str) -> int:
@@ -55,6 +58,9 @@ def _plain_figures_in(text: str, limit: int, pattern: re.Pattern[str]) -> tuple[
 @given(texts)
 def test_render_helpers_equal_plain_re(text: str) -> None:
     assert render.md_inline(text) == _plain_md_inline(text)
+    lines = text.rstrip().splitlines() or [""]
+    assert render.md_blockquote(text) == "\n".join(
+        ("> " + re.sub(_MARKUP, r"\\\1", ln)).rstrip() for ln in lines)
     flat = " ".join(text.split()) or " "
     fence = "`" * (_plain_run(flat) + 1)
     assert render.md_code_span(text).startswith(fence)
