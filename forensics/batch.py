@@ -755,7 +755,7 @@ def _fill_pool(pool: ProcessPoolExecutor, items: Iterator[Item], retry: list[Ite
             in_flight[_lost()] = (chunk, alone)
             return
         if len(in_flight) == 1:
-            _import_polars_aside(pool)
+            _import_aside(pool)
 
     untried: list[Item] = []
     for i, item in enumerate(retry):  # one at a time: a unit that kills its worker is known
@@ -782,9 +782,14 @@ def _fill_pool(pool: ProcessPoolExecutor, items: Iterator[Item], retry: list[Ite
     return list(in_flight.values()) + [([item], False) for item in untried]
 
 
-def _import_polars_aside(pool: ProcessPoolExecutor) -> None:
-    """Import polars in a thread of this process while the pool's workers read: the tables
-    need it at the end, where its import (~0.2 s of CPU) was serial, the largest part of what
+END_IMPORTS = ("polars", "jinja2", "forensics.charts")
+"""What the parent imports only to write OUT at the end: the tables (polars) and the index
+page (Jinja, its charts)."""
+
+
+def _import_aside(pool: ProcessPoolExecutor) -> None:
+    """Import ``END_IMPORTS`` in a thread of this process while the pool's workers read: at
+    the end their imports (~0.2 s of CPU, polars most) were serial, the largest part of what
     ``-j 2`` could not share (``docs/performance.md``). Only once every worker is forked (a
     fork pool launches them all at its first task): a fork while a thread imports can
     deadlock the child, and ``_pool_context`` spawns any later pool once polars is loaded."""
@@ -794,8 +799,12 @@ def _import_polars_aside(pool: ProcessPoolExecutor) -> None:
     if "polars" in sys.modules or _pool_method(pool) != "fork" \
             or len(getattr(pool, "_processes", None) or ()) < getattr(pool, "_max_workers", 0):
         return
-    threading.Thread(target=importlib.import_module, args=("polars",),
-                     name="forensics-import-polars").start()
+
+    def import_all() -> None:
+        for name in END_IMPORTS:
+            importlib.import_module(name)
+
+    threading.Thread(target=import_all, name="forensics-end-imports").start()
 
 
 def _pool_method(pool: ProcessPoolExecutor) -> str | None:

@@ -441,13 +441,14 @@ def test_polars_is_imported_aside_only_once_every_worker_is_forked(monkeypatch, 
 
     def fake_import(name):
         asked.append(name)
-        done.set()
+        if len(asked) == len(batch.END_IMPORTS):
+            done.set()
 
     monkeypatch.delitem(sys.modules, "polars")  # restored after the test
     monkeypatch.setattr(importlib, "import_module", fake_import)
-    batch._import_polars_aside(_FakePool(method, launched))
+    batch._import_aside(_FakePool(method, launched))
     done.wait(5 if imports else 0.2)
-    assert asked == (["polars"] if imports else [])
+    assert asked == (["polars", "jinja2", "forensics.charts"] if imports else [])
 
 
 def test_polars_already_loaded_starts_no_thread(monkeypatch):
@@ -456,8 +457,8 @@ def test_polars_already_loaded_starts_no_thread(monkeypatch):
     import forensics.batch as batch
 
     monkeypatch.setattr(importlib, "import_module",
-                        lambda name: pytest.fail("imported polars again"))
-    batch._import_polars_aside(_FakePool("fork", 2))
+                        lambda name: pytest.fail(f"imported {name} again"))
+    batch._import_aside(_FakePool("fork", 2))
 
 
 def test_incidents_carry_their_rule_kind(batches):
