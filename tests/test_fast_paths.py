@@ -401,3 +401,33 @@ def test_a_script_without_sed_or_redirect_edits_nothing(script: str) -> None:
     call = ToolCall(call_id="c", name="bash", input={"command": script}, command=script,
                     anchor="a")
     assert _facts.edited_files(call, frozenset()) == _facts._shell_edits(script)
+
+
+def _telling_lines_by_definition(text: str, limit: int, fallback: int | None) -> list[str]:
+    """``telling_lines`` as first written: every kept line filtered, then the last ones."""
+    if "<system-reminder>" in (text or ""):
+        text = outcome._REMINDER.sub("", text)
+    lines = [ln.rstrip() for ln in (text or "").splitlines()
+             if outcome._THREE_WORD_CHARS.search(ln) and not outcome._TAG_ONLY.match(ln)]
+    telling = outcome._telling()
+    hits = [ln for ln in lines if telling is not None and telling.search(ln)]
+    chosen = hits[-limit:] if hits else lines[-(fallback or limit):]
+    return [outcome.shorten(ln, 200) for ln in chosen]
+
+
+_OUTPUT_LINES = st.sampled_from([
+    "error: cannot find module 'x'", "Traceback (most recent call last):", "FAILED tests/a.py",
+    "ok", "  passed 3 tests  ", "", "   ", "</shell_metadata>", "<system-reminder>note",
+    "</system-reminder>", "npm ERR! code 1", "warning: unused", "exit code 2", "a b", "x" * 300,
+    "Error: EADDRINUSE :3000", "done in 2s", "\tindented line here", "ERROR"])
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_OUTPUT_LINES, max_size=25), st.integers(-1, 4),
+       st.none() | st.integers(-1, 4), st.sampled_from(["\n", "\r\n"]))
+@example(["error one", "ok then", "error two"], 1, None, "\n")
+@example(["plain", "lines", "only"], 2, 1, "\n")
+def test_telling_lines_from_the_end_as_defined(lines, limit, fallback, newline) -> None:
+    text = newline.join(lines)
+    assert outcome.telling_lines(text, limit, fallback=fallback) == \
+        _telling_lines_by_definition(text, limit, fallback)

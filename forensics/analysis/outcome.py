@@ -152,6 +152,15 @@ def _telling() -> re.Pattern[str] | None:
     return any_of(shared()["telling_patterns"])
 
 
+@cache
+def _telling_needles() -> tuple[str, ...] | None:
+    """Texts one of which every telling line holds as written (``ledger.needles_of``): an
+    output with none has no telling line (each match lies in the output)."""
+    from forensics.analysis.ledger import needles_of  # the ledger imports this module
+
+    return needles_of(shared()["telling_patterns"], re.M, cased=True)
+
+
 _REMINDER = knowledge_cache.compile(r"<system-reminder>.*?(?:</system-reminder>|\Z)", re.S)
 # harness wrappers such as </shell_metadata>
 _TAG_ONLY = knowledge_cache.compile(r"^\s*</?[\w:-]+>\s*$")
@@ -165,9 +174,33 @@ def telling_lines(text: str, limit: int = 3, *, fallback: int | None = None) -> 
     ``limit``) if none do. Harness reminders appended to outputs are not the tool's words."""
     if "<system-reminder>" in (text or ""):
         text = _REMINDER.sub("", text)
-    lines = [ln.rstrip() for ln in (text or "").splitlines()
-             if _THREE_WORD_CHARS.search(ln) and not _TAG_ONLY.match(ln)]
     telling = _telling()
-    hits = [ln for ln in lines if telling is not None and telling.search(ln)]
-    chosen = hits[-limit:] if hits else lines[-(fallback or limit):]
-    return [shorten(ln, 200) for ln in chosen]
+    want = fallback or limit
+    if limit <= 0 or want <= 0:  # a slice from -0 takes everything: the plain definition
+        lines = [ln.rstrip() for ln in (text or "").splitlines()
+                 if _THREE_WORD_CHARS.search(ln) and not _TAG_ONLY.match(ln)]
+        hits = [ln for ln in lines if telling is not None and telling.search(ln)]
+        chosen = hits[-limit:] if hits else lines[-want:]
+        return [shorten(ln, 200) for ln in chosen]
+    # From the last line back, until ``limit`` lines tell (or, in an output that holds none
+    # of the telling patterns' needles, until the last ``want`` lines are found): the lines
+    # filtering every line would keep, without reading a long output's head for them.
+    needles = _telling_needles() if telling is not None else ()
+    may_tell = telling is not None and (
+        needles is None or any(map((text or "").__contains__, needles)))
+    hits: list[str] = []
+    tail: list[str] = []  # the last ``want`` lines kept, for an output where none tells
+    for raw in reversed((text or "").splitlines()):
+        if not _THREE_WORD_CHARS.search(raw) or _TAG_ONLY.match(raw):
+            continue
+        line = raw.rstrip()
+        if len(tail) < want:
+            tail.append(line)
+        if not may_tell:
+            if len(tail) == want:
+                break
+        elif telling.search(line):
+            hits.append(line)
+            if len(hits) == limit:
+                break
+    return [shorten(ln, 200) for ln in reversed(hits or tail)]
