@@ -108,14 +108,15 @@ def user_resend(session: Session, params: UserResendParams) -> Iterator[Finding]
             yield _finding(session, user, earlier, "aborted-silent", witness, retry=False,
                            long_turn=ran is not None and ran >= p.long_turn_seconds)
             continue
-        pasted_error_again = (j - i <= p.error_paste_distance and keys[j][0] is None
-                              and bool(error_paste.search(user.text)))
-        needs_bad = not earlier.queued and (
+        # Some repeats count only after a bad reply: a command, a short message, an older
+        # message that is not an error pasted again (that search last: a long message costs
+        # the most). Any other reply ends them here.
+        if status not in BAD and not earlier.queued and (
             keys[j][0] is not None
             or len(keys[j][1]) < p.short_message_chars
-            or (earlier is not previous and not pasted_error_again)
-        )
-        if needs_bad and status not in BAD:
+            or (earlier is not previous and not (j - i <= p.error_paste_distance
+                                                 and bool(error_paste.search(user.text))))
+        ):
             continue
         yield _finding(session, user, earlier, status, witness, retry=False)
 
