@@ -431,3 +431,21 @@ def test_telling_lines_from_the_end_as_defined(lines, limit, fallback, newline) 
     text = newline.join(lines)
     assert outcome.telling_lines(text, limit, fallback=fallback) == \
         _telling_lines_by_definition(text, limit, fallback)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_OUTPUT_LINES, max_size=60), st.lists(_OUTPUT_LINES, max_size=3))
+@example(["ok"] * 5 + [f"error: cannot find module 'm{n}'" for n in range(45)], [])
+def test_error_lines_as_defined(output_lines, error_lines) -> None:
+    """FX003's error lines: a short output whole, else its first 40 error-like lines, else
+    its last three (the search stops at the 40th)."""
+    from forensics.model import ToolResultTurn
+
+    k = fx003.IgnoredToolErrorParams.from_params(registry()["FX003"].params)
+    result = ToolResultTurn(ordinal=1, anchor="a", call_id="c", output="\n".join(output_lines),
+                            error="\n".join(error_lines) or None)
+    out = [line for line in (result.error or "").splitlines() if line.strip()]
+    lines = [line for line in fx003._edges(result.output).splitlines() if line.strip()]
+    marked = [line for line in lines if k.error_line.search(line)]
+    out.extend(lines if len(lines) <= 6 else marked[:40] or lines[-3:])
+    assert fx003._error_lines(result, k) == [line[:400] for line in out]

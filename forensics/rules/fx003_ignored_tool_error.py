@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property, partial
+from itertools import islice
 from types import MappingProxyType
 from typing import Any, ClassVar
 
@@ -374,13 +375,11 @@ def _error_lines(result: ToolResultTurn, k: IgnoredToolErrorParams) -> list[str]
     out = [line for line in (result.error or "").splitlines() if line.strip()]
     text = _edges(result.output)
     lines = [line for line in text.splitlines() if line.strip()]
-    marked = [line for line in lines if k.error_line.search(line)]
     if len(lines) <= 6:
         out.extend(lines)  # a short output is all status
-    elif marked:
-        out.extend(marked[:40])
     else:
-        out.extend(lines[-3:])
+        marked = list(islice((line for line in lines if k.error_line.search(line)), 40))
+        out.extend(marked or lines[-3:])
     return [line[:400] for line in out]
 
 
