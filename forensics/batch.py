@@ -801,8 +801,11 @@ def _import_aside(pool: ProcessPoolExecutor) -> None:
         return
 
     def import_all() -> None:
-        for name in END_IMPORTS:
-            importlib.import_module(name)
+        try:
+            for name in END_IMPORTS:
+                importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the main thread's own import says what is wrong
+            return
 
     threading.Thread(target=import_all, name="forensics-end-imports").start()
 

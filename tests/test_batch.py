@@ -451,6 +451,33 @@ def test_polars_is_imported_aside_only_once_every_worker_is_forked(monkeypatch, 
     assert asked == (["polars", "jinja2", "forensics.charts"] if imports else [])
 
 
+def test_a_failed_import_aside_prints_no_traceback(monkeypatch):
+    """A broken install fails where the batch imports the module itself, with its message,
+    never as a thread's traceback in the middle of the run."""
+    import importlib
+    import sys
+    import threading
+
+    import forensics.batch as batch
+
+    tried = threading.Event()
+    hooked: list = []
+
+    def broken(name):
+        tried.set()
+        raise ImportError(f"no {name}")
+
+    monkeypatch.delitem(sys.modules, "polars")
+    monkeypatch.setattr(importlib, "import_module", broken)
+    monkeypatch.setattr(threading, "excepthook", hooked.append)
+    batch._import_aside(_FakePool("fork", 2))
+    assert tried.wait(5)
+    for thread in threading.enumerate():
+        if thread.name == "forensics-end-imports":
+            thread.join(5)
+    assert hooked == []
+
+
 def test_polars_already_loaded_starts_no_thread(monkeypatch):
     import importlib
 
