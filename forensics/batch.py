@@ -719,10 +719,29 @@ def _pool_pass(items: Iterator[Item], retry: list[Item], size: int, workers: int
 
 
 def _kill_workers(pool: ProcessPoolExecutor) -> None:
-    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+    """Kill the pool's workers, and let the pool's own thread see that they are gone.
+
+    A worker killed while it wrote a result leaves half a message in the result pipe: the
+    pool's thread, reading it, would wait forever for the rest (the pipe stays open for
+    writing in this process too), and ``shutdown`` and the interpreter's exit join that
+    thread (a SIGTERM hung the batch about once in 30). With every worker dead, closing this
+    process's end for writing ends the read: the thread takes the pool as broken and stops."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for proc in processes:
         try:
             proc.kill()
         except (OSError, AttributeError):
+            pass
+    for proc in processes:
+        try:
+            proc.join(5)
+        except (OSError, AttributeError, AssertionError):
+            pass
+    writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+    if writer is not None and not any(proc.is_alive() for proc in processes):
+        try:
+            writer.close()
+        except OSError:
             pass
 
 

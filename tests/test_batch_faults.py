@@ -229,3 +229,46 @@ def test_an_ignored_ctrl_c_stays_ignored_during_a_batch() -> None:
             assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+def _half_a_result(flag: str) -> None:
+    """In a pool worker: write the start of a result message and stop there, as a worker
+    killed in the middle of sending its result leaves the pipe."""
+    frame = sys._getframe()
+    while frame is not None and "result_queue" not in frame.f_locals:
+        frame = frame.f_back
+    writer = frame.f_locals["result_queue"]._writer
+    os.write(writer.fileno(), (100).to_bytes(4, "big") + b"x" * 10)  # 10 of 100 bytes
+    Path(flag).touch()
+    time.sleep(120)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork")
+def test_a_worker_killed_mid_result_leaves_no_pool_waiting(tmp_path: Path) -> None:
+    """The pool's thread reads a result that will never be whole: killing the workers must
+    end that read, or the pool's shutdown and the interpreter's exit wait forever (a SIGTERM
+    hung ``batch -j 2`` so about once in 30)."""
+    import multiprocessing
+    import threading
+    from concurrent.futures import ProcessPoolExecutor
+
+    from forensics.batch import _kill_workers
+
+    flag = tmp_path / "written"
+    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
+    pool.submit(_half_a_result, str(flag))
+    deadline = time.monotonic() + 30
+    while not flag.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert flag.exists()
+    time.sleep(0.2)  # the pool's thread is in the read of the half message
+    _kill_workers(pool)
+    shutdown = threading.Thread(target=pool.shutdown, daemon=True,
+                                kwargs={"wait": True, "cancel_futures": True})
+    shutdown.start()
+    shutdown.join(20)
+    stuck = shutdown.is_alive()
+    if stuck:  # release the pool's thread: a failure here must not hang the whole test run
+        pool._result_queue._writer.close()
+        shutdown.join(20)
+    assert not stuck
