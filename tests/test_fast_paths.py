@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -423,14 +424,21 @@ _OUTPUT_LINES = st.sampled_from([
 
 
 @settings(max_examples=600, deadline=None)
-@given(st.lists(_OUTPUT_LINES, max_size=25), st.integers(-1, 4),
-       st.none() | st.integers(-1, 4), st.sampled_from(["\n", "\r\n"]))
+@given(st.lists(_OUTPUT_LINES, max_size=25), st.integers(1, 4),
+       st.none() | st.integers(0, 4), st.sampled_from(["\n", "\r\n"]))
 @example(["error one", "ok then", "error two"], 1, None, "\n")
 @example(["plain", "lines", "only"], 2, 1, "\n")
 def test_telling_lines_from_the_end_as_defined(lines, limit, fallback, newline) -> None:
     text = newline.join(lines)
     assert outcome.telling_lines(text, limit, fallback=fallback) == \
         _telling_lines_by_definition(text, limit, fallback)
+
+
+def test_telling_lines_refuses_a_limit_the_slices_would_misread() -> None:
+    """``lines[-0:]`` is every line: a limit of 0 (or a negative fallback) has no meaning."""
+    for limit, fallback in ((0, None), (-1, None), (2, -1)):
+        with pytest.raises(ValueError):
+            outcome.telling_lines("error: x\nok", limit, fallback=fallback)
 
 
 @settings(max_examples=300, deadline=None)

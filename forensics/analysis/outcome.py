@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from typing import Literal
 
 from forensics import knowledge_cache
@@ -153,12 +153,13 @@ def _telling() -> re.Pattern[str] | None:
 
 
 @cache
-def _telling_needles() -> tuple[str, ...] | None:
-    """Texts one of which every telling line holds as written (``ledger.needles_of``): an
-    output with none has no telling line (each match lies in the output)."""
-    from forensics.analysis.ledger import needles_of  # the ledger imports this module
+def _may_tell() -> Callable[[str], bool]:
+    """Does an output hold one of the texts every telling line holds as written (the telling
+    patterns' needles, ``ledger.needles_of``)? One without any has no telling line."""
+    from forensics.analysis.ledger import holds_cased_needle, needles_of  # imports this module
 
-    return needles_of(shared()["telling_patterns"], re.M, cased=True)
+    return partial(holds_cased_needle, needles_of(shared()["telling_patterns"], re.M,
+                                                  cased=True))
 
 
 _REMINDER = knowledge_cache.compile(r"<system-reminder>.*?(?:</system-reminder>|\Z)", re.S)
@@ -171,26 +172,23 @@ _THREE_WORD_CHARS = knowledge_cache.compile(r"\w\W*\w\W*\w")
 
 def telling_lines(text: str, limit: int = 3, *, fallback: int | None = None) -> list[str]:
     """The lines of an output that report the failure, or its last ``fallback`` lines (default
-    ``limit``) if none do. Harness reminders appended to outputs are not the tool's words."""
-    if "<system-reminder>" in (text or ""):
+    ``limit``, at least 1) if none do. Harness reminders appended to outputs are not the
+    tool's words."""
+    if limit < 1 or (fallback is not None and fallback < 0):
+        raise ValueError(f"telling_lines needs limit >= 1 and fallback >= 0, not {limit}, "
+                         f"{fallback}")
+    text = text or ""
+    if "<system-reminder>" in text:
         text = _REMINDER.sub("", text)
-    telling = _telling()
     want = fallback or limit
-    if limit <= 0 or want <= 0:  # a slice from -0 takes everything: the plain definition
-        lines = [ln.rstrip() for ln in (text or "").splitlines()
-                 if _THREE_WORD_CHARS.search(ln) and not _TAG_ONLY.match(ln)]
-        hits = [ln for ln in lines if telling is not None and telling.search(ln)]
-        chosen = hits[-limit:] if hits else lines[-want:]
-        return [shorten(ln, 200) for ln in chosen]
-    # From the last line back, until ``limit`` lines tell (or, in an output that holds none
-    # of the telling patterns' needles, until the last ``want`` lines are found): the lines
-    # filtering every line would keep, without reading a long output's head for them.
-    needles = _telling_needles() if telling is not None else ()
-    may_tell = telling is not None and (
-        needles is None or any(map((text or "").__contains__, needles)))
+    telling = _telling()
+    may_tell = telling is not None and _may_tell()(text)
+    # From the last line back, until ``limit`` lines tell (or, in an output that cannot
+    # tell, until the last ``want`` lines are found): the lines filtering every line would
+    # keep, without reading a long output's head for them.
     hits: list[str] = []
     tail: list[str] = []  # the last ``want`` lines kept, for an output where none tells
-    for raw in reversed((text or "").splitlines()):
+    for raw in reversed(text.splitlines()):
         if not _THREE_WORD_CHARS.search(raw) or _TAG_ONLY.match(raw):
             continue
         line = raw.rstrip()
