@@ -752,11 +752,14 @@ def _fill_pool(pool: ProcessPoolExecutor, items: Iterator[Item], retry: list[Ite
     from concurrent.futures.process import BrokenProcessPool
 
     broken = False
+    watch = _DeadWorkerWatch(pool)
 
     def drain(block_until: int) -> None:
         nonlocal broken
         while len(in_flight) > block_until and not broken:
-            done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+            done, _ = wait(in_flight, timeout=WATCH_SECONDS, return_when=FIRST_COMPLETED)
+            if not done:
+                watch.check()
             for fut in done:
                 try:
                     outcomes = fut.result()
@@ -799,6 +802,41 @@ def _fill_pool(pool: ProcessPoolExecutor, items: Iterator[Item], retry: list[Ite
         return []
     # Retried units not reached before the pool broke go to the next pool, still to retry.
     return list(in_flight.values()) + [([item], False) for item in untried]
+
+
+WATCH_SECONDS = 1.0
+"""How often a wait with nothing finished looks at the pool's workers."""
+
+DEAD_WORKER_GRACE = 5.0
+"""How long a dead worker may go unnoticed by the pool before its workers are killed."""
+
+
+class _DeadWorkerWatch:
+    """Breaks a pool that a worker's death left waiting forever.
+
+    A worker that dies by itself (the kernel's out-of-memory killer, a ``kill -9``) while it
+    sends a result leaves half a message in the result pipe and the pipe's write lock taken:
+    the pool's thread waits for the rest of the message and the other workers for the lock,
+    and the pool never learns that it is broken. When a worker has been dead for
+    ``DEAD_WORKER_GRACE`` seconds and the pool still runs, every worker is killed
+    (``_kill_workers``, which ends the pool thread's read): the pool breaks as it does for any
+    dead worker, and its chunks are retried."""
+
+    def __init__(self, pool: ProcessPoolExecutor, grace: float = DEAD_WORKER_GRACE) -> None:
+        self.pool = pool
+        self.grace = grace
+        self.dead_since: float | None = None
+
+    def check(self) -> None:
+        processes = (getattr(self.pool, "_processes", None) or {}).values()
+        if not any(proc.exitcode is not None for proc in list(processes)):
+            self.dead_since = None
+            return
+        now = time.monotonic()
+        if self.dead_since is None:
+            self.dead_since = now
+        elif now - self.dead_since >= self.grace:
+            _kill_workers(self.pool)
 
 
 END_IMPORTS = ("polars", "jinja2", "forensics.charts")

@@ -272,3 +272,70 @@ def test_a_worker_killed_mid_result_leaves_no_pool_waiting(tmp_path: Path) -> No
         pool._result_queue._writer.close()
         shutdown.join(20)
     assert not stuck
+
+
+def _die_mid_result() -> None:
+    """In a pool worker: die as the kernel's out-of-memory killer leaves a worker sending its
+    result, with the result pipe's write lock taken and half a message written."""
+    frame = sys._getframe()
+    while frame is not None and "result_queue" not in frame.f_locals:
+        frame = frame.f_back
+    queue = frame.f_locals["result_queue"]
+    queue._wlock.acquire()
+    os.write(queue._writer.fileno(), (100).to_bytes(4, "big") + b"x" * 10)  # 10 of 100 bytes
+    os._exit(9)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork")
+def test_a_worker_that_dies_mid_result_costs_only_its_own_source(tmp_path: Path,
+                                                                  monkeypatch) -> None:
+    """Nothing tells the pool that a worker died in the middle of sending its result: the
+    pool's thread waits for the rest of the message, the other workers for the pipe's lock.
+    The batch must notice the dead worker, retry what was in flight and report the one
+    source as failed, as for a worker that dies at any other moment."""
+    import multiprocessing
+    import threading
+
+    import forensics.batch as batch
+
+    src = _corpus(tmp_path / "src", 1)
+    healthy = run_batch([src], tmp_path / "ok", workers=1, progress=False)
+    real = batch._process
+
+    def deadly(unit, known):
+        if unit.label.endswith("codex_basic-000.jsonl"):
+            _die_mid_result()
+        return real(unit, known)
+
+    pools = []
+    watch_init = batch._DeadWorkerWatch.__init__
+
+    def watched(self, pool, *args, **kwargs):
+        pools.append(pool)
+        watch_init(self, pool, *args, **kwargs)
+
+    # Forked workers inherit the patched function (spawned ones would re-import the module).
+    monkeypatch.setattr(batch, "_pool_context", lambda: multiprocessing.get_context("fork"))
+    monkeypatch.setattr(batch, "_process", deadly)
+    monkeypatch.setattr(batch, "DEAD_WORKER_GRACE", 0.5)
+    monkeypatch.setattr(batch._DeadWorkerWatch, "__init__", watched)
+    result: dict = {}
+    run = threading.Thread(target=lambda: result.update(summary=run_batch(
+        [src], tmp_path / "out", workers=2, progress=False)), daemon=True)
+    run.start()
+    run.join(30)
+    stuck = run.is_alive()
+    for _ in range(20):  # release the pools: a failure here must not hang the whole test run
+        if not run.is_alive():
+            break
+        for pool in pools:  # the retry's pool too, once the first one broke
+            batch._kill_workers(pool)
+            writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+            if writer is not None:
+                writer.close()
+        run.join(3)
+    assert not stuck
+    summary = result["summary"]
+    died = [(where, why) for where, why in summary.errors if "worker" in why]
+    assert len(died) == 1 and died[0][0].endswith("codex_basic-000.jsonl")
+    assert summary.sessions == healthy.sessions - 1
