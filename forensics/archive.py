@@ -56,6 +56,7 @@ from forensics.ingest import (
 from forensics.ingest._source import regular_file
 from forensics.ingest.sniff import (
     CLINE_FILES,
+    family_order,
     is_cline_task,
     is_opencode_tree,
     superseded_gemini_document,
@@ -347,10 +348,13 @@ def _walk(root: Path, problems: list[Problem], skip: set[str],
     if is_opencode_tree(root):
         yield _opencode_dir(root)
         return
+    read_ahead: set[Path] = set()
     for dirpath, dirs, names in os.walk(root, onerror=lambda e: problems.append(
             Problem(str(e.filename), e.strerror or str(e)))):
         dirs.sort()
         here = Path(dirpath)
+        if here in read_ahead:  # subagent transcripts, listed right after their parent's file
+            names = []
         keep = []
         for d in dirs:
             sub = here / d
@@ -365,8 +369,8 @@ def _walk(root: Path, problems: list[Problem], skip: set[str],
             yield _task_unit(str(here), [(n, Blob("disk", str(here / n)), _stamp(here / n))
                                          for n in sorted(names) if n in TASK_FILE_NAMES])
             names = [n for n in names if n not in TASK_FILE_NAMES]
-        for name in sorted(names):
-            f = here / name
+        for f in family_order(here, names, read_ahead):
+            name = f.name
             if name.endswith(SESSION_SUFFIXES) or is_archive(name):
                 why = regular_file(f)
                 if why is not None:

@@ -133,6 +133,7 @@ def read_unit(unit: Unit, *, known_hash: str | None = None) -> UnitRead:
     Raises ``IngestError`` when the unit holds nothing readable.
     """
     from forensics import ingest
+    from forensics.ingest import handover
     from forensics.ingest.sniff import HEAD_BYTES, SQLITE_MAGIC, sniff_bytes
 
     errors: list[IngestError] = []
@@ -160,6 +161,10 @@ def read_unit(unit: Unit, *, known_hash: str | None = None) -> UnitRead:
         if not data.strip() or (name.endswith(".json")
                                 and sniff_bytes(data[:HEAD_BYTES]) is None):
             return UnitRead(None, digest, ignored=True)
+        if unit.blob.where == "disk" and handover.holds(unit.label):
+            handed = handover.take(unit.label, data, None)  # its parent's ledger read it
+            if handed is not None:
+                return UnitRead(handed, digest)
         return UnitRead(ingest.read_bytes(data, source=unit.label), digest)
     if unit.kind == "task":
         return _read_task(unit, known_hash)
@@ -788,13 +793,16 @@ def _fill_pool(pool: ProcessPoolExecutor, items: Iterator[Item], retry: list[Ite
             break
     chunk: list[Item] = []
     for item in items if not broken else ():
-        chunk.append(item)
-        if len(chunk) >= size:
+        if len(chunk) >= size and not _joins_family(chunk, item[0]):
             submit(chunk, False)
             chunk = []
             drain(limit)
-            if broken:
-                break
+        chunk.append(item)
+        if broken:
+            break
+    if chunk and broken:  # the pool broke while the chunk waited for its next unit
+        untried.extend(chunk)
+        chunk = []
     if chunk:
         submit(chunk, False)
     drain(0)
@@ -802,6 +810,22 @@ def _fill_pool(pool: ProcessPoolExecutor, items: Iterator[Item], retry: list[Ite
         return []
     # Retried units not reached before the pool broke go to the next pool, still to retry.
     return list(in_flight.values()) + [([item], False) for item in untried]
+
+
+FAMILY_CHUNK = 64
+"""The most units a chunk grows to so as not to split a session family between workers."""
+
+
+def _joins_family(chunk: list[Item], unit: Unit) -> bool:
+    """Does ``unit`` belong in the full ``chunk``: a subagent's transcript on disk whose
+    parent (or sibling) the chunk ends with. The worker that scans the parent then takes its
+    ledger's read of the child (``ingest.handover``) instead of parsing the file again.
+    Archive members are never held back: their bytes wait in memory while their chunk does."""
+    from forensics.ingest import handover
+
+    last = chunk[-1][0]
+    return (len(chunk) < FAMILY_CHUNK and unit.kind == "file" and unit.blob is not None
+            and unit.blob.where == "disk" and handover.same_family(last.label, unit.label))
 
 
 WATCH_SECONDS = 1.0

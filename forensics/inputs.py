@@ -37,6 +37,8 @@ def expand(name: str) -> str:
 def read_inputs(names: Sequence[str], *, format: str | None = None,
                 errors: list[IngestError], stdin: BinaryIO | None = None) -> Iterator[Session]:
     """Every session under ``names``, in order; unreadable inputs go to ``errors``."""
+    from forensics.ingest import handover
+
     for raw in names:
         name = expand(raw)
         if name == STDIN:
@@ -45,6 +47,7 @@ def read_inputs(names: Sequence[str], *, format: str | None = None,
             yield from _archive(name, errors)
         else:
             yield from _path(Path(name), format, errors)
+    handover.forget()  # a subagent file named alone: its parent's read of it is not wanted
 
 
 def _is_archive_name(name: str) -> bool:

@@ -32,10 +32,12 @@ from pathlib import Path
 from typing import BinaryIO
 
 from forensics.errors import ForensicsError, IngestError, ReaderCrash, UnknownFormatError, reading
+from forensics.ingest import handover
 from forensics.ingest._source import DirTree, Tree, fewer_collections, regular_file
 from forensics.ingest.sniff import (
     CLINE_FILES,
     HEAD_BYTES,
+    family_order,
     is_cline_task,
     is_dir,
     is_opencode_tree,
@@ -204,6 +206,10 @@ def _read_regular(p: Path, *, format: str | None) -> list[Session]:
     try:
         if format == "opencode-sqlite" or (format is None and _is_sqlite(p)):
             return read_sqlite(p)
+        if handover.holds(str(p)):  # a subagent's file its parent's ledger has just read
+            handed = handover.take(str(p), p.read_bytes(), format)
+            if handed is not None:
+                return handed
         with open(p, "rb") as fh:
             return read_stream(fh, source=str(p), format=format)
     except PermissionError:
@@ -241,9 +247,12 @@ def _iter_dir(root: Path, *, format: str | None, errors: list | None) -> Iterato
         errors.append(IngestError(str(exc.filename or root),
                                   f"folder not read: {exc.strerror or exc}"))
 
+    read_ahead: set[Path] = set()
     for dirpath, dirs, names in os.walk(root, onerror=unlistable):
         dirs.sort()
         here = Path(dirpath)
+        if here in read_ahead:  # subagent transcripts, read right after their parent's file
+            names = []
         if here != root and is_opencode_tree(here):
             dirs[:] = []
             yield from _iter_dir(here, format=format, errors=errors)
@@ -254,10 +263,9 @@ def _iter_dir(root: Path, *, format: str | None, errors: list | None) -> Iterato
                 lambda: isolated(str(here), lambda: _reader("cline").read_task(here)),
                 here, errors)
             names = [n for n in names if n not in CLINE_FILES and n != "task_metadata.json"]
-        for name in sorted(names):
-            if not name.endswith(SESSION_SUFFIXES):
+        for f in family_order(here, names, read_ahead):
+            if not f.name.endswith(SESSION_SUFFIXES):
                 continue
-            f = here / name
             why = regular_file(f)
             if why is not None:
                 if errors is None:

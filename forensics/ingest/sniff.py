@@ -205,3 +205,27 @@ def sqlite_in(path: Path) -> list[Path]:
         if name.startswith("opencode") and name.endswith(".db"):
             out.append(path / name)
     return out
+
+
+def family_order(here: Path, names: list[str], read_ahead: set[Path]) -> list[Path]:
+    """A folder's files in name order, each Claude Code session's subagent transcripts
+    (``<id>/subagents/``) right after its ``<id>.jsonl``.
+
+    The parent's process ledger reads each child's file (``analysis.family``); scanned right
+    after it, the child is handed over instead of parsed again, and only one family is ever
+    kept. The folders read ahead are added to ``read_ahead``: a walk that reaches one later
+    skips its files (it still descends into its subfolders)."""
+    out: list[Path] = []
+    for name in sorted(names):
+        out.append(here / name)
+        if not name.endswith(".jsonl"):
+            continue
+        children = here / name[:-len(".jsonl")] / "subagents"
+        try:
+            with os.scandir(children) as entries:
+                kids = sorted(e.name for e in entries if not e.is_dir())
+        except OSError:  # none (the common case), or unlistable: the walk reports it there
+            continue
+        read_ahead.add(children)
+        out.extend(children / kid for kid in kids)
+    return out
