@@ -56,6 +56,7 @@ def iter_read(paths: PathLike | Iterable[PathLike], *,
     from forensics.archive import iter_units
     from forensics.batch import read_unit
     from forensics.errors import IngestError
+    from forensics.ingest import handover
 
     problems: list = []
     for unit in iter_units([_expand(p) for p in _paths(paths)], problems):
@@ -71,6 +72,7 @@ def iter_read(paths: PathLike | Iterable[PathLike], *,
                            "kind": "unreadable", "reason": e.reason} for e in read.errors)
         for session in read.sessions or ():
             yield unit.label, session
+    handover.forget()  # a subagent's read its file was not listed for: nothing is kept after
     if errors is not None:
         errors.extend({"origin": p.label, "path": p.label, "line": None, "kind": "archive",
                        "reason": p.reason} for p in problems)

@@ -198,3 +198,15 @@ def test_a_chunk_grows_for_a_family_on_disk_only_and_up_to_its_cap(monkeypatch) 
                                           blob=Blob("zip", "a.zip", parent)), None)], member)
     monkeypatch.setattr(batch, "FAMILY_CHUNK", 2)
     assert not batch._joins_family(chunk * 2, disk(child))  # a huge family is split
+
+
+def test_the_notebook_reads_a_family_once_and_keeps_nothing_after(tmp_path: Path,
+                                                                   monkeypatch) -> None:
+    import forensics
+
+    root = _family(tmp_path / "project")
+    parses = _count_parses(monkeypatch)
+    incidents = forensics.read_incidents(root)
+    assert incidents["code"].to_list() == ["FX002"]
+    assert sorted(parses.values()) == [1, 1, 1]
+    assert not any(handover.holds(str(f)) for f in root.rglob("*.jsonl"))
