@@ -106,6 +106,24 @@ def test_a_family_scanned_from_its_folder_parses_each_child_once(tmp_path: Path,
     assert not handover.holds(str(files[0]))
 
 
+def test_a_childs_ledger_is_built_once_for_its_parent_and_its_own_scan(tmp_path: Path,
+                                                                      monkeypatch) -> None:
+    from forensics.analysis import ledger
+
+    root = _family(tmp_path / "project")
+    walks: dict[str, int] = {}
+    real = ledger.Tracker.run
+
+    def counted(self):
+        walks[self.session.source] = walks.get(self.session.source, 0) + 1
+        return real(self)
+
+    monkeypatch.setattr(ledger.Tracker, "run", counted)
+    found = _findings(read_inputs([str(root)], errors=[]))
+    assert [f[1] for f in found] == ["FX002"]
+    assert walks == {str(f): 1 for f in root.rglob("*.jsonl")}
+
+
 def test_a_child_changed_after_its_parent_read_it_is_parsed_again(tmp_path: Path) -> None:
     root = _family(tmp_path / "project")
     child = root / PARENT / "subagents" / f"agent-{AGENTS[0]}.jsonl"

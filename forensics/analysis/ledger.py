@@ -748,11 +748,14 @@ class Tracker:
     """Walks a session once and builds every launch with its state over time."""
 
     def __init__(self, session: Session, know: Knowledge,
-                 children: "ChildLoader | None" = None) -> None:
+                 children: "ChildLoader | None" = None,
+                 child_launches: "ChildLaunches | None" = None) -> None:
         self.session = session
         self.k = know
         self.children = children
         """Finds the session file of a subagent call's child, when it is at hand."""
+        self.child_launches = child_launches
+        """A child's launches under this knowledge (None: walk the child here)."""
         self.launches: list[Launch] = []
         self.by_call: dict[str, list[Launch]] = {}
         self.by_handle: dict[str, Launch] = {}
@@ -1270,7 +1273,9 @@ class Tracker:
         clock = (res.ordinal, 0, 0)
         child = self.children(self.session, call, res) if self.children else None
         if child is not None:
-            for left in Tracker(child, self.k, self.children).run():
+            left_behind = (self.child_launches(child, self.k) if self.child_launches
+                           else Tracker(child, self.k, self.children).run())
+            for left in left_behind:
                 if left.state is not State.ALIVE:
                     continue
                 launch = self._delegated_launch(turn, call, res, clock, left.command,
@@ -1550,6 +1555,10 @@ def shipped_knowledge() -> Knowledge:
 ChildLoader = Callable[[Session, ToolCall, ToolResultTurn], "Session | None"]
 """Finds the child session a subagent call ran, when its file is at hand (else None)."""
 
+ChildLaunches = Callable[[Session, Knowledge], list["Launch"]]
+"""A child session's launches under a knowledge: the session analysis hands its own ledger
+of the child, so a child also scanned on its own has its ledger built once."""
+
 
 def track(session: Session, know: Knowledge,
           children: ChildLoader | None = None) -> list[Launch]:
@@ -1558,6 +1567,7 @@ def track(session: Session, know: Knowledge,
 
 
 def build_ledger(session: Session, know: Knowledge,
-                 children: ChildLoader | None = None) -> Ledger:
+                 children: ChildLoader | None = None,
+                 child_launches: ChildLaunches | None = None) -> Ledger:
     """The process ledger of ``session``: launches with their events, and every kill."""
-    return Tracker(session, know, children).ledger()
+    return Tracker(session, know, children, child_launches).ledger()

@@ -149,11 +149,17 @@ class Analysis:
         kept = self._ledgers.get(id(know))
         if kept is None or kept[0] is not know:
             kept = self._ledgers[id(know)] = (know, build_ledger(self.session, know,
-                                                                 child_session))
+                                                                 child_session, _launches))
         return kept[1]
 
 
 _ANALYSES: dict[int, Analysis] = {}
+
+
+def _launches(child: Session, know: Knowledge) -> list:
+    """A subagent's launches, from its own analysis: the walk hands the child over to be
+    scanned next (``ingest.handover``), and its scan reads the same ledger."""
+    return analysis_of(child).ledger(know).launches
 
 
 def analysis_of(session: Session) -> Analysis:
