@@ -89,6 +89,16 @@ def test_a_parents_subagents_are_listed_right_after_it(tmp_path: Path) -> None:
     assert listed == expected
 
 
+def test_a_linked_subagents_folder_stays_unread_as_the_walk_leaves_it(tmp_path: Path) -> None:
+    elsewhere = _family(tmp_path / "elsewhere")
+    root = tmp_path / "project"
+    (root / PARENT).mkdir(parents=True)
+    shutil.copy(elsewhere / f"{PARENT}.jsonl", root)
+    (root / PARENT / "subagents").symlink_to(elsewhere / PARENT / "subagents")
+    assert [Path(s.source) for s in iter_sessions(root)] == [root / f"{PARENT}.jsonl"]
+    assert [Path(u.label) for u in iter_units([root], [])] == [root / f"{PARENT}.jsonl"]
+
+
 def test_a_family_scanned_from_its_folder_parses_each_child_once(tmp_path: Path,
                                                                  monkeypatch) -> None:
     root = _family(tmp_path / "project")

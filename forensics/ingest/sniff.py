@@ -226,6 +226,8 @@ def family_order(here: Path, names: list[str], read_ahead: set[Path]) -> list[Pa
                 kids = sorted(e.name for e in entries if not e.is_dir())
         except OSError:  # none (the common case), or unlistable: the walk reports it there
             continue
+        if os.path.islink(children):  # the walk does not follow a linked folder: nor do we
+            continue
         read_ahead.add(children)
         out.extend(children / kid for kid in kids)
     return out
