@@ -457,3 +457,38 @@ def test_error_lines_as_defined(output_lines, error_lines) -> None:
     marked = [line for line in lines if k.error_line.search(line)]
     out.extend(lines if len(lines) <= 6 else marked[:40] or lines[-3:])
     assert fx003._error_lines(result, k) == [line[:400] for line in out]
+
+
+_NAMING_AS_WRITTEN = re.compile(
+    r"(?=.*[^\W\d_])(?:.*_|.*[a-z][A-Z]|.*[^\W\d_].*\d|.*\d.*[^\W\d_])")
+"""FX004's test of an identifier as first written: one pattern, cubic on a long plain token."""
+
+_TOKEN_CHARS = st.sampled_from(list("aZé_9٣.:/@-xY") + ["ß", "Ⅻ", "²", "ǅ", "ー"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(_TOKEN_CHARS, max_size=24))
+@example("employee_id")
+@example("sortSites")
+@example("weekly.xml:17")
+@example("department")
+@example("2026")
+@example("x²")  # a superscript two is a word character and no decimal digit
+def test_names_something_as_the_pattern_defined_it(token: str) -> None:
+    assert fx004._names_something(token) == bool(_NAMING_AS_WRITTEN.search(token))
+
+
+def test_a_long_plain_token_in_a_pasted_error_is_judged_at_once() -> None:
+    """A URL of 100,000 plain letters and slashes in a re-pasted error: the old pattern would
+    take days on it; run in a child process so that a regression fails instead of hanging."""
+    import subprocess
+    import sys
+
+    code = ("from forensics.rules import fx004_user_resend as f; import re\n"
+            "url = 'https://cdn.example.com/' + '/'.join(['assets'] * 14000)\n"
+            "paste = re.compile('Error')\n"
+            "print(f._reports_new_error('TypeError: ' + url, 'TypeError: ' + url + 'x', paste),"
+            " f._reports_new_error('x', 'TypeError: ' + url + '1', paste))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.split() == ["False", "True"], done.stderr
