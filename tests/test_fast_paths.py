@@ -492,3 +492,74 @@ def test_a_long_plain_token_in_a_pasted_error_is_judged_at_once() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert done.stdout.split() == ["False", "True"], done.stderr
+
+
+_QUOTED_AS_WRITTEN = re.compile(r"^\s*>.*$", re.M)
+_LINE_CHARS = st.sampled_from([" ", "\t", "\n", "\r", ">", "a", "b", "\x85", "\u2028", "\xa0",
+                               "\x1c", "\u200b", "\ufeff", "\x0b", "\x0c"])
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.text(_LINE_CHARS, max_size=40))
+@example("intro\n\n  \n> quoted\nafter")
+@example(">")
+@example("\n\n>x\n>y\n\n")
+@example("a\u2028> not a line start for re")
+def test_without_quoted_lines_as_the_pattern_defined_it(text: str) -> None:
+    from forensics.rules import fx005_unverified_claim as fx005
+
+    assert fx005._without_quoted_lines(text) == _QUOTED_AS_WRITTEN.sub(" ", text)
+
+
+def _claims_as_written(text, claims, present, hedge, negation, reported):
+    """FX005's claim search as first written: the text before each hit searched for its
+    sentence's start, the text after it for its end, per hit."""
+    from forensics.analysis.phrases import cached_phrase_pattern
+    from forensics.rules import fx005_unverified_claim as fx005
+
+    body = _QUOTED_AS_WRITTEN.sub(" ", fx005._CODE_BLOCK.sub(" ", text)).lower()
+    found = present(body)
+    if not found:
+        return []
+    hits = []
+    for kind, phrases in claims.items():
+        here = tuple(p for p in phrases if p in found)
+        pattern = cached_phrase_pattern(here) if here else None
+        if pattern is not None:
+            hits.extend((kind, m) for m in pattern.finditer(body))
+    out = []
+    for kind, hit in sorted(hits, key=lambda h: h[1].start()):
+        start = max((m.end() for m in fx005._BOUNDARY.finditer(body, 0, hit.start())),
+                    default=0)
+        after = fx005._BOUNDARY.search(body, hit.end())
+        sentence = body[start:after.end() if after else len(body)].strip()
+        if sentence.endswith(("?", "？")) or kind in {c.kind for c in out}:
+            continue
+        if (hedge and hedge.search(sentence)) or (reported and reported.search(sentence)):
+            continue
+        before = body[max(start, hit.start() - 25):hit.start()]
+        if negation is not None and negation.search(before):
+            continue
+        out.append(fx005._Claim(kind, fx005._original(text, sentence), hit.group(0)))
+    return out
+
+
+_CLAIM_PIECES = st.sampled_from([
+    "all tests pass", "the build succeeds", "tests passed", "i think", "should", "not ",
+    "you said", "?", "？", ".", ". ", "!", "。", "\n", "> ", "```", " ", "ok", "it works",
+    "the server is running", "done", "fixed", "x.y", "maybe ", "All Tests Pass"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_CLAIM_PIECES, max_size=14).map("".join))
+@example("All tests pass. " * 5)
+@example("i think all tests pass. the build succeeds! not all tests pass?")
+def test_claims_as_first_written(text: str) -> None:
+    from forensics.analysis.params import build
+    from forensics.rules import fx005_unverified_claim as fx005
+    from forensics.rules import registry
+
+    p = build(fx005.UnverifiedClaimParams, registry()["FX005"].params)
+    present = fx005._substrings(tuple(p.claims.items()))
+    args = (text, p.claims, present, p.hedge, p.negation, p.reported)
+    assert fx005._claims(*args) == _claims_as_written(*args)
