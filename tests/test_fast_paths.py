@@ -563,3 +563,32 @@ def test_claims_as_first_written(text: str) -> None:
     present = fx005._substrings(tuple(p.claims.items()))
     args = (text, p.claims, present, p.hedge, p.negation, p.reported)
     assert fx005._claims(*args) == _claims_as_written(*args)
+
+
+_INDENTED_AS_WRITTEN = [  # (as first written, with ^\s*; as now, with the line's own white space)
+    (r"^\s*(?:HTTP/[\d.]+\s+)?(?:200|201|204|301|302|303|304|307|308)\b",
+     r"^[^\S\n]*(?:HTTP/[\d.]+\s+)?(?:200|201|204|301|302|303|304|307|308)\b"),
+    (r"^\s*OK\s*$", r"^[^\S\n]*OK\s*$"),
+    (r"^\s*[\[{]", r"^[^\S\n]*[\[{]"),
+    (r"^\s*(?:create|rewrite) mode \d+", r"^[^\S\n]*(?:create|rewrite) mode \d+"),
+]
+_ANSWER_PIECES = st.sampled_from([" ", "\t", "\n", "\r", "\r\n", "\x0b", "\u2028", "\x85",
+                                  "OK", "ok", "200", "HTTP/1.1 ", "{", "[", "x", "create mode 1",
+                                  "rewrite mode 100644"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_ANSWER_PIECES, max_size=12).map("".join))
+@example("up\n\n  \n  OK\n")
+@example("\r\n\r\nHTTP/1.1 200 OK")
+def test_line_indentation_finds_what_any_white_space_found(text: str) -> None:
+    """``^\\s*X`` under ``re.M`` finds a match exactly when ``^[^\\S\\n]*X`` does, for an X
+    that cannot begin with white space (the health answers, git's mode lines); the first was
+    quadratic in a run of blank lines."""
+    from forensics.analysis.ledger import shipped_knowledge
+
+    for before, now in _INDENTED_AS_WRITTEN:
+        old, new = re.compile(before, re.M | re.I), re.compile(now, re.M | re.I)
+        assert (old.search(text) is None) == (new.search(text) is None), (before, text)
+    assert all(now in shipped_knowledge().health_ok.pattern for _b, now in
+               _INDENTED_AS_WRITTEN[:3])

@@ -74,10 +74,12 @@ def _cmd(command: str | None, width: int = 120) -> list[Piece | str]:
 
 @cache
 def _completion() -> re.Pattern[str]:
-    """Output lines that say a step went through (a commit made, files written, a push done)."""
+    """Output lines that say a step went through (a commit made, files written, a push done).
+    Indentation is ``[^\S\n]*``: ``^\s*`` is retried from every line start of a run of blank
+    lines (quadratic in it) and finds nothing the line's own indentation does not."""
     return re.compile(
         r"^\[[\w./-]+(?: \(root-commit\))? [0-9a-f]{7,}\]|\b\d+ files? changed\b|"
-        r"^\s*(?:create|rewrite) mode \d+|\bSuccessfully (?:installed|built|pushed|created)\b|"
+        r"^[^\S\n]*(?:create|rewrite) mode \d+|\bSuccessfully (?:installed|built|pushed|created)\b|"
         r"^To \S+\n?|\bLogged in as\b|\bwrote \d+ (?:files|bytes)\b|✓ Ready in\b", re.M)
 
 
