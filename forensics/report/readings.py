@@ -74,7 +74,7 @@ def _cmd(command: str | None, width: int = 120) -> list[Piece | str]:
 
 @cache
 def _completion() -> re.Pattern[str]:
-    """Output lines that say a step went through (a commit made, files written, a push done).
+    r"""Output lines that say a step went through (a commit made, files written, a push done).
     Indentation is ``[^\S\n]*``: ``^\s*`` is retried from every line start of a run of blank
     lines (quadratic in it) and finds nothing the line's own indentation does not."""
     return re.compile(

@@ -47,7 +47,7 @@ _BOUNDARY = knowledge_cache.compile(r"[.!?](?=\s|$)|[。！？\n]")
 
 
 def _without_quoted_lines(text: str) -> str:
-    """``re.sub(r"^\s*>.*$", " ", text, flags=re.M)``: blockquotes, text the assistant drafted
+    r"""``re.sub(r"^\s*>.*$", " ", text, flags=re.M)``: blockquotes, text the assistant drafted
     or quoted for the user, not its own claims, each with the blank lines before it. Line by
     line: the pattern, tried from every line start, took quadratic time on a message of many
     blank lines (7 s for 50,000 newlines), which a model stuck in a loop does write."""
