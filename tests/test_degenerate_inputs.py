@@ -61,3 +61,75 @@ def test_a_re_pasted_error_with_a_long_url_is_judged_at_once(tmp_path: Path) -> 
         ("user", error), ("bash", "npm run build"), ("result", (1, "failed")), ("user", error),
     ], sidechain=False))
     assert [(f["code"], f["line"]) for f in _scan(path)] == [("FX004", 4)]
+
+
+def _relaunch_loop(launches: int) -> str:
+    """A Claude Code transcript: one prompt, then the same server launched ``launches`` times
+    in the background, nothing stopping it, each launch's (empty) result, a word between."""
+    lines, parent = [], None
+
+    def emit(n: int, kind: str, content: object) -> None:
+        nonlocal parent
+        uid = f"{SESSION[:8]}-0000-4000-8000-{n:012d}"
+        rec = {"parentUuid": parent, "isSidechain": False, "userType": "external", "cwd": "/w",
+               "sessionId": SESSION, "version": "2.1.63", "uuid": uid, "type": kind,
+               "timestamp": f"2026-01-01T{n // 3600:02d}:{n // 60 % 60:02d}:{n % 60:02d}.000Z",
+               "message": {"role": kind, "content": content}}
+        if kind == "assistant":
+            rec["message"].update(id=f"msg_{n}", model="claude-x", type="message")
+        lines.append(json.dumps(rec))
+        parent = uid
+
+    emit(1, "user", "start the api")
+    for i in range(launches):
+        n = 2 + 3 * i
+        emit(n, "assistant", [{"type": "tool_use", "id": f"toolu_{n}", "name": "Bash", "input": {
+            "command": "nohup uvicorn app:api --port 8000 > api.log 2>&1 &"}}])
+        emit(n + 1, "user", [{"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": ""}])
+        emit(n + 2, "assistant", [{"type": "text", "text": "Started it again."}])
+    return "\n".join(lines) + "\n"
+
+
+def test_a_relaunch_loop_names_a_few_earlier_launches_and_counts_the_rest(tmp_path: Path) -> None:
+    """Every relaunch of a server that was never stopped is flagged, over the one just before it;
+    its evidence names at most six earlier launches (each finding named every one before it:
+    quadratic in the loop, 204 s and gigabytes of JSON for 4,000 relaunches)."""
+    from forensics.rules.fx002_duplicate_launch import EARLIER_LISTED
+
+    launches = 1500
+    path = tmp_path / "relaunch.jsonl"
+    path.write_text(_relaunch_loop(launches))
+    found = [f for f in _scan(path) if f["code"] == "FX002"]
+    assert [f["line"] for f in found] == [2 + 3 * i for i in range(1, launches)]
+    assert {f["severity"] for f in found} == {"medium"}
+    last = found[-1]
+    listed = [f for f in last["facts"] if f["role"] in ("earlier launch", "earlier launch (ended)")]
+    counted = [f for f in last["facts"] if f["role"] == "earlier launches not listed"]
+    assert len(listed) == EARLIER_LISTED
+    # the first of all, then the latest: the newest four, three turns apart
+    assert [f["turn"] for f in listed[:2]] == [2, 3 * launches - 4 - 3 * (EARLIER_LISTED - 2)]
+    assert listed[-1]["turn"] == 3 * launches - 4  # the one it relaunched over, just before
+    assert counted[0]["quote"] == (f"{launches - 1 - EARLIER_LISTED} more equivalent launches, "
+                                   f"turns 5 to {3 * launches - 4 - 3 * (EARLIER_LISTED - 1)}")
+    assert last["message"].startswith("Relaunched `uvicorn app:api --port 8000` (port 8000) "
+                                      f"while the launch at {SESSION[:8]}-0000-4000-8000-"
+                                      f"{3 * launches - 4:012d} was still up")
+    early = found[EARLIER_LISTED]  # six launches before it: every one named, none counted
+    assert sum(f["role"] == "earlier launch" for f in early["facts"]) == EARLIER_LISTED + 1
+    assert not any(f["role"] == "earlier launches not listed" for f in early["facts"])
+
+
+def test_a_relaunch_loops_case_study_names_the_count_of_the_launches_it_leaves_out(
+        tmp_path: Path) -> None:
+    """The chain of earlier launches in the case study reads the counted fact as one link."""
+    path = tmp_path / "relaunch.jsonl"
+    path.write_text(_relaunch_loop(12))
+    done = subprocess.run([sys.executable, "-m", "forensics.cli", "report", str(path), "-o",
+                           str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    pages = "\n".join(p.read_text() for p in (tmp_path / "out").rglob("*.md"))
+    assert ("At **turn 35** the assistant sent the launch of `uvicorn` from **turn 32** again, "
+            "unchanged. It came after many launches of `uvicorn` in the session: **turn 2** (no "
+            "kill or exit recorded before the relaunch); **turn 5** (6 more equivalent launches, "
+            "turns 5 to 20); **turn 23**") in pages
+    assert "It was launch number 7 of `uvicorn` in the session" in pages  # six before: all named

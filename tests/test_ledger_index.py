@@ -114,7 +114,7 @@ def _check_candidates(launches: list[Launch]) -> None:
 
     candidates = _Candidates(launches)
     for i, later in enumerate(launches):
-        found = candidates.before(i)
+        found = list(candidates.before(i))
         assert all(e.seq < later.seq for e in found)
         assert [e.seq for e in found] == sorted({e.seq for e in found})
         assert [e for e in found if e.equivalent(later)] == [
@@ -143,3 +143,60 @@ PORT = st.sampled_from([None, None, 3000, 3001, 8000])
                 max_size=12))
 def test_candidates_hold_every_equivalent_launch(specs) -> None:
     _check_candidates([_made(i, *spec) for i, spec in enumerate(specs)])
+
+
+def _newest(launches: list[Launch], i: int, state: State) -> Launch | None:
+    """The newest launch before ``i``, equivalent to it, in ``state`` when it came: what FX002
+    relaunches over, found the slow way."""
+    later = launches[i]
+    return next((e for e in reversed(launches[:i]) if e.equivalent(later)
+                 and not (e.deadline is not None and later.time > e.deadline)
+                 and e.state_before(later.clock)[0] is state), None)
+
+
+CHANGE = st.tuples(st.integers(0, 6), st.sampled_from([State.ENDED, State.ALIVE, State.UNKNOWN]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["npm run dev", "uvicorn app:app"]), PORT, PORT, PORT,
+                          st.sampled_from([None, "/a/web", "/b/web"]),
+                          st.lists(CHANGE, max_size=3), st.integers(0, 2),
+                          st.sampled_from([None, None, 2.0, 5.0])),
+                max_size=14))
+def test_the_walk_over_open_launches_finds_what_the_walk_over_all_finds(specs) -> None:
+    """Settled launches (ended or unknown for good before every launch still to come) leave the
+    walk; the newest alive and unknown equivalent launches, and the count, stay what they were."""
+    from forensics.analysis.ledger import Change
+    from forensics.rules.fx002_duplicate_launch import _Candidates
+
+    launches, turn = [], 1
+    for seq, (normalized, port, requested, conflict, cwd, changes, gap, deadline) in enumerate(
+            specs):
+        turn += gap  # launches in one turn share a clock's turn; later ones come later
+        launch = _made(seq, normalized, port, requested, conflict, cwd)
+        launch.clock, launch.turn, launch.time = (turn, seq, 1), turn, float(turn)
+        launch.deadline = None if deadline is None else turn + deadline
+        for after, state in sorted(changes, key=lambda c: c[0]):
+            launch.changes.append(Change((turn + after, 99, 1), state, "kill-pid", "r", turn))
+        launches.append(launch)
+    candidates = _Candidates(launches)
+    for i, later in enumerate(launches):
+        alive, unknown_at = None, -1
+        for j, e in candidates.newest_open(i):
+            if not candidates.equivalent(e, later):
+                continue
+            if e.deadline is not None and later.time > e.deadline:
+                continue
+            state, _ = e.state_before(later.clock)
+            if state is State.ALIVE:
+                alive = e
+                break
+            if state is State.UNKNOWN and unknown_at < 0:
+                unknown_at = j
+        assert alive is _newest(launches, i, State.ALIVE)
+        if alive is None:
+            unknown_at = candidates.newest_unknown(i, unknown_at)
+            assert (launches[unknown_at] if unknown_at >= 0 else None) is _newest(
+                launches, i, State.UNKNOWN)
+        assert candidates.count_equivalent(i) == sum(e.equivalent(later) for e in launches[:i])
+        candidates.open(i)

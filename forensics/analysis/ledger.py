@@ -211,6 +211,12 @@ class Launch:
         """The port it tried to bind: the taken one it reported, else the asked-for one."""
         return self.conflict_port or self.requested_port or self.port
 
+    @property
+    def shape(self) -> tuple:
+        """What ``equivalent`` reads of a launch, on either side: two launches of one shape are
+        equivalent to the same later launches, so a relaunch loop asks once per shape."""
+        return (self.port, self.requested_port, self.conflict_port, self.normalized, self.cwd)
+
     def equivalent(self, later: "Launch") -> bool:
         """Would ``later`` start this again: same port, or the same normalised command.
 

@@ -161,8 +161,10 @@ def _duplicate_launch(cs: CaseStudy, session: Session, incident: Incident) -> No
         for i, f in enumerate(earlier):
             pieces += (["; "] if i else []) + [ref(session.turns[f.turn - 1]),
                                                 f" ({f.quote or f.role})"]
-        cs.mistake.append(S(f"It was launch number {len(earlier) + 1} of ", what,
-                            " in the session: ", *pieces, "."))
+        counted = any(f.role == "earlier launches not listed" for f in earlier)
+        lead = ("It came after many launches of " if counted else
+                f"It was launch number {len(earlier) + 1} of ")
+        cs.mistake.append(S(lead, what, " in the session: ", *pieces, "."))
     kills_ = [f for f in facts if f.kind == "kill"]
     if kills_:
         k = kills_[-1]
