@@ -63,13 +63,14 @@ def test_a_re_pasted_error_with_a_long_url_is_judged_at_once(tmp_path: Path) -> 
     assert [(f["code"], f["line"]) for f in _scan(path)] == [("FX004", 4)]
 
 
-def _relaunch_loop(launches: int) -> str:
-    """A Claude Code transcript: one prompt, then the same server launched ``launches`` times
-    in the background, nothing stopping it, each launch's (empty) result, a word between."""
-    lines, parent = [], None
+def _one_exchange(prompt: str, steps: list[tuple[str, str, bool, str]]) -> str:
+    """A Claude Code transcript: one prompt, then (command, output, is_error, reply) steps: a
+    Bash call, its result, the assistant's words (none when empty), and no user message."""
+    lines, parent, n = [], None, 0
 
-    def emit(n: int, kind: str, content: object) -> None:
-        nonlocal parent
+    def emit(kind: str, content: object) -> None:
+        nonlocal parent, n
+        n += 1
         uid = f"{SESSION[:8]}-0000-4000-8000-{n:012d}"
         rec = {"parentUuid": parent, "isSidechain": False, "userType": "external", "cwd": "/w",
                "sessionId": SESSION, "version": "2.1.63", "uuid": uid, "type": kind,
@@ -80,14 +81,23 @@ def _relaunch_loop(launches: int) -> str:
         lines.append(json.dumps(rec))
         parent = uid
 
-    emit(1, "user", "start the api")
-    for i in range(launches):
-        n = 2 + 3 * i
-        emit(n, "assistant", [{"type": "tool_use", "id": f"toolu_{n}", "name": "Bash", "input": {
-            "command": "nohup uvicorn app:api --port 8000 > api.log 2>&1 &"}}])
-        emit(n + 1, "user", [{"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": ""}])
-        emit(n + 2, "assistant", [{"type": "text", "text": "Started it again."}])
+    emit("user", prompt)
+    for command, output, is_error, reply in steps:
+        call = f"toolu_{n + 1}"
+        emit("assistant", [{"type": "tool_use", "id": call, "name": "Bash",
+                            "input": {"command": command}}])
+        emit("user", [{"type": "tool_result", "tool_use_id": call, "content": output,
+                       "is_error": is_error}])
+        if reply:
+            emit("assistant", [{"type": "text", "text": reply}])
     return "\n".join(lines) + "\n"
+
+
+def _relaunch_loop(launches: int) -> str:
+    """The same server launched ``launches`` times in the background, nothing stopping it."""
+    return _one_exchange("start the api", [
+        ("nohup uvicorn app:api --port 8000 > api.log 2>&1 &", "", False, "Started it again.")
+    ] * launches)
 
 
 def test_a_relaunch_loop_names_a_few_earlier_launches_and_counts_the_rest(tmp_path: Path) -> None:
@@ -133,3 +143,21 @@ def test_a_relaunch_loops_case_study_names_the_count_of_the_launches_it_leaves_o
             "kill or exit recorded before the relaunch); **turn 5** (6 more equivalent launches, "
             "turns 5 to 20); **turn 23**") in pages
     assert "It was launch number 7 of `uvicorn` in the session" in pages  # six before: all named
+
+
+def test_a_loop_of_failures_in_one_exchange_is_judged_per_failure(tmp_path: Path) -> None:
+    """1,500 failing steps before the user writes again, each retried with other arguments, then
+    a claim that all is well: every failure but the last was dealt with (its retry), the last is
+    flagged high with the claim. Each failure read every reply after it (and the claims among
+    them): 1,000 such steps took 38 s."""
+    steps = 1500
+    path = tmp_path / "failures.jsonl"
+    path.write_text(_one_exchange("make the build green", [
+        (f"python scripts/step_{i}.py --fast", f"Exit code 1\nValueError: bad input {i}", True,
+         "Continuing with the next one.") for i in range(steps)]
+        + [("true", "", False, "Everything works now, all done successfully.")]))
+    found = [f for f in _scan(path) if f["code"] == "FX003"]
+    assert [(f["line"], f["severity"]) for f in found] == [(2 + 3 * (steps - 1), "high")]
+    assert found[0]["message"] == (
+        f"`python scripts/step_{steps - 1}.py --fast` exited with status 1; the assistant went "
+        "on to say \"Everything works now, all done successfully.\".")

@@ -576,3 +576,73 @@ def test_line_indentation_finds_what_any_white_space_found(text: str) -> None:
         assert (old.search(text) is None) == (new.search(text) is None), (before, text)
     assert all(now in shipped_knowledge().health_ok.pattern for _b, now in
                _INDENTED_AS_WRITTEN[:3])
+
+
+# -- the rest of an exchange, found once per session -----------------------------------------
+
+_TURN = st.sampled_from(["user", "assistant", "aborted", "result", "abort", "interrupt",
+                         "compaction"])
+
+
+def _turns(kinds: list[str]) -> list:
+    from forensics.model import AssistantTurn, EventTurn, ToolResultTurn, UserTurn
+
+    out = []
+    for n, kind in enumerate(kinds, 1):
+        base = {"ordinal": n, "anchor": f"a{n}"}
+        out.append(UserTurn(text="u", **base) if kind == "user" else
+                   AssistantTurn(aborted=kind == "aborted", **base)
+                   if kind in ("assistant", "aborted") else
+                   ToolResultTurn(call_id="c", **base) if kind == "result" else
+                   EventTurn(event=kind, **base))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_TURN, max_size=30))
+def test_the_rest_of_an_exchange_is_the_walk_to_the_users_next_message(kinds) -> None:
+    from forensics.analysis.session import analysis_of, user_stopped
+    from forensics.model import AssistantTurn, Session, UserTurn
+
+    turns = _turns(kinds)
+    session = Session(id="s", agent="claude-code", format="case", source="t", turns=turns)
+    analysis = analysis_of(session)
+    for ordinal in range(len(turns) + 1):
+        rest = []
+        for t in turns[ordinal:]:
+            if isinstance(t, UserTurn):
+                break
+            rest.append(t)
+        assert analysis.rest_of_exchange(ordinal) == rest
+        assert analysis.stopped_after(ordinal) == user_stopped(rest)
+        lo, hi = analysis.replies_after(ordinal)
+        assert analysis.assistant_turns[lo:hi] == [t for t in rest if isinstance(t, AssistantTurn)]
+
+
+_REPLY = st.sampled_from(["", "Continuing.", "All tests pass now.", "The build succeeds.",
+                          "Everything works now.", "Done, it works."])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_REPLY, st.integers(0, 5)), max_size=24), st.lists(
+    st.tuples(st.integers(0, 24), st.sampled_from(["test", "build", None])), max_size=40))
+def test_claims_remembered_by_position_are_the_claims_read_each_time(replies, asks) -> None:
+    """Spans end where a user message would; asked in any order, the first claim of a kind of
+    step and the last claim of success are those a read of the span finds."""
+    from forensics.model import AssistantTurn
+    from forensics.rules import registry
+
+    k = fx003.IgnoredToolErrorParams.from_params(registry()["FX003"].params)
+    turns = [AssistantTurn(ordinal=n, anchor=f"a{n}", text=text) for n, (text, _) in
+             enumerate(replies, 1)]
+    ends = [n + 1 for n, (_, last) in enumerate(replies) if last == 0] + [len(turns)]
+    claims = fx003._Claims(turns, k)
+    for lo, kind in asks:
+        if lo >= len(turns):
+            continue
+        hi = next(e for e in ends if e > lo)
+        span = turns[lo:hi]
+        assert claims.first_step_claim(lo, hi, kind) is next(
+            (r for r in span if fx003._claims_step(r, kind, k)), None)
+        said = [r for r in span if r.text.strip() and k.claims.search(r.text.lower())]
+        assert claims.last_claim(lo, hi) is (said[-1] if said else None)

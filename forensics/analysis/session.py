@@ -10,6 +10,8 @@ while the session lives, so every rule run over one session shares it.
 from __future__ import annotations
 
 import weakref
+from array import array
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -39,11 +41,36 @@ class Exchange:
 
 
 def user_stopped(turns: list[Turn]) -> bool:
-    return any(
-        (isinstance(t, EventTurn) and t.event in STOP_EVENTS)
-        or (isinstance(t, AssistantTurn) and t.aborted)
-        for t in turns
-    )
+    return any(_stops(t) for t in turns)
+
+
+def _stops(turn: Turn) -> bool:
+    """The user stopped the assistant here: an abort or interrupt event, an aborted reply."""
+    return ((isinstance(turn, EventTurn) and turn.event in STOP_EVENTS)
+            or (isinstance(turn, AssistantTurn) and turn.aborted))
+
+
+class _ExchangeMarks:
+    """Found in one pass, so that a failure's look at the rest of its exchange is a slice and a
+    lookup, not a walk (a loop of failures in one long exchange grew with its square):
+
+    * ``end[i]``: the index of the first message the user typed at or after turn index ``i``
+      (the number of turns when none);
+    * ``stop[i]``: the same for the first stop (an abort or interrupt event, an aborted reply);
+    * ``assistant``: the indices of the assistant's turns, ``assistant_turns`` the turns."""
+
+    __slots__ = ("end", "stop", "assistant", "assistant_turns")
+
+    def __init__(self, turns: list[Turn]) -> None:
+        n = len(turns)
+        end, stop = array("q", [n]) * (n + 1), array("q", [n]) * (n + 1)
+        for i in range(n - 1, -1, -1):
+            t = turns[i]
+            end[i] = i if isinstance(t, UserTurn) else end[i + 1]
+            stop[i] = i if _stops(t) else stop[i + 1]
+        self.end, self.stop = end, stop
+        self.assistant = array("q", (i for i, t in enumerate(turns) if isinstance(t, AssistantTurn)))
+        self.assistant_turns = [turns[i] for i in self.assistant]
 
 
 @dataclass(frozen=True)
@@ -123,13 +150,29 @@ class Analysis:
 
     def rest_of_exchange(self, ordinal: int) -> list[Turn]:
         """Turns after ``ordinal`` up to (not including) the next message the user typed."""
-        turns = self.session.turns
-        out: list[Turn] = []
-        for i in range(ordinal, len(turns)):  # no copy of the rest of the session
-            if isinstance(turns[i], UserTurn):
-                break
-            out.append(turns[i])
-        return out
+        return self.session.turns[ordinal:self._marks.end[ordinal]]
+
+    def stopped_after(self, ordinal: int) -> bool:
+        """Did the user abort or interrupt after ``ordinal``, before typing again
+        (``user_stopped`` of the rest of the exchange)."""
+        marks = self._marks
+        return marks.stop[ordinal] < marks.end[ordinal]
+
+    def replies_after(self, ordinal: int) -> tuple[int, int]:
+        """Where the assistant's turns after ``ordinal`` and before the user types again lie in
+        ``assistant_turns``: ``assistant_turns[lo:hi]``."""
+        marks = self._marks
+        return (bisect_left(marks.assistant, ordinal),
+                bisect_left(marks.assistant, marks.end[ordinal]))
+
+    @property
+    def assistant_turns(self) -> list[AssistantTurn]:
+        """Every assistant turn of the session, in order."""
+        return self._marks.assistant_turns
+
+    @cached_property
+    def _marks(self) -> "_ExchangeMarks":
+        return _ExchangeMarks(self.session.turns)
 
     # -- processes -----------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ from forensics.analysis.outcome import any_of as _any_of
 from forensics.analysis.outcome import telling_lines
 from forensics.analysis.phrases import compile_later
 from forensics.analysis.phrases import phrase_pattern as _phrases
-from forensics.analysis.session import analysis_of, user_stopped
+from forensics.analysis.session import analysis_of
 from forensics.analysis.shell import command_of as _script_of
 from forensics.analysis.shell import FILE_KEYS, split_commands
 from forensics.analysis.text import edges as _edges
@@ -61,6 +61,7 @@ _MODULE = knowledge_cache.compile(
 def ignored_tool_error(session: Session, params: IgnoredToolErrorParams) -> Iterator[Finding]:
     k = params
     analysis = analysis_of(session)
+    claims = _Claims(analysis.assistant_turns, k)
     for result in session.turns:
         if not isinstance(result, ToolResultTurn) or result.aborted:
             continue
@@ -71,38 +72,84 @@ def ignored_tool_error(session: Session, params: IgnoredToolErrorParams) -> Iter
             continue
         if owner and _user_wrote_between(session, owner[0].ordinal, result.ordinal):
             continue  # the user spoke before the result came back: the next step answers them
-        found = _judge(session, result, owner, failure, k)
+        found = _judge(session, result, owner, failure, k, claims)
         if found is not None:
             yield found
-    yield from _launch_deaths(session, k)
+    yield from _launch_deaths(session, k, claims)
 
 
 def _judge(session: Session, result: ToolResultTurn, owner, failure: str, k: IgnoredToolErrorParams,
-           *, died: "_Death | None" = None) -> Finding | None:
+           claims: "_Claims", *, died: "_Death | None" = None) -> Finding | None:
     """The finding for this failure, or None when the assistant dealt with it.
 
     ``result`` is the output that showed the failure: the call's own result, or, for a launch
     that died later, the read of its log (``died`` then says how, with the launch's own result).
     """
     call = owner[1] if owner else None
-    later = analysis_of(session).rest_of_exchange(result.ordinal)
-    if user_stopped(later):
+    analysis = analysis_of(session)
+    if analysis.stopped_after(result.ordinal):
         return None
-    replies = [t for t in later if isinstance(t, AssistantTurn)]
+    lo, hi = analysis.replies_after(result.ordinal)
+    replies = analysis.assistant_turns[lo:hi]
     if not replies:
+        later = analysis.rest_of_exchange(result.ordinal)
         if _turn_ended_silently(session, result, later):
             return _finding(session, result, owner, failure, [], k, silent=True,
                             died=died)
         return None
     facts = _Facts(result, call, k)
-    reaction = _reaction(session, facts, call, replies, k)
+    claim = claims.first_step_claim(lo, hi, facts.kind)
+    reaction = _reaction(session, facts, call, replies, k, any_settles=claim is None)
     if reaction in ("said", "rerun-ok"):
         return None
-    claim = next((r for r in replies if _claims_step(r, facts.kind, k)), None)
     if reaction is not None and claim is None:
         return None  # it named the target, retried or investigated, and claimed nothing
     return _finding(session, result, owner, failure, replies, k, step_claim=claim,
-                    died=died)
+                    claimed=claims.last_claim(lo, hi), died=died)
+
+
+class _Claims:
+    """Which of the session's assistant turns claim success, asked of a span of them (the
+    replies after a failure, up to the user's next message): the first that claims the failed
+    kind of step worked, the last that claims success at all. Each failure read every reply
+    after it, so a loop of failures in one long exchange grew with its square; remembered by
+    position, each turn is read once per question."""
+
+    def __init__(self, turns: list[AssistantTurn], k: IgnoredToolErrorParams) -> None:
+        self.turns, self.k = turns, k
+        self._next_step_claim: dict[str, dict[int, int]] = {}
+        """Per kind of step: position -> the first claim at or after it, or the span's end."""
+        self._last_claim: dict[int, tuple[int, int | None]] = {}
+        """Per span end: how far down it was read, and the last claim found there."""
+
+    def first_step_claim(self, lo: int, hi: int, kind: str | None) -> AssistantTurn | None:
+        if not kind:
+            return None
+        memo = self._next_step_claim.setdefault(kind, {})
+        passed: list[int] = []
+        found = hi
+        for p in range(lo, hi):
+            known = memo.get(p)
+            if known is not None:
+                found = known
+                break
+            if _claims_step(self.turns[p], kind, self.k):
+                found = p
+                break
+            passed.append(p)
+        for p in passed:
+            memo[p] = found  # every position of a span shares its end
+        return self.turns[found] if found < hi else None
+
+    def last_claim(self, lo: int, hi: int) -> AssistantTurn | None:
+        read_to, found = self._last_claim.get(hi, (hi, None))
+        while found is None and read_to > lo:
+            read_to -= 1
+            text = self.turns[read_to].text
+            if text.strip() and self.k.claims.search(text.lower()):
+                found = read_to
+        self._last_claim[hi] = (read_to, found)
+        return self.turns[found] if found is not None and found >= lo else None
 
 
 @dataclass(frozen=True)
@@ -117,7 +164,8 @@ class _Death:
     """The line that showed it."""
 
 
-def _launch_deaths(session: Session, k: IgnoredToolErrorParams) -> Iterator[Finding]:
+def _launch_deaths(session: Session, k: IgnoredToolErrorParams,
+                   claims: _Claims) -> Iterator[Finding]:
     """Launches that died while the call that started them came back clean: the process
     ledger saw their own output or a later read of their log (``tail``, ``Read``, the harness's
     task output) report a crash or a taken port, and nothing showed them alive again."""
@@ -141,7 +189,7 @@ def _launch_deaths(session: Session, k: IgnoredToolErrorParams) -> Iterator[Find
         failure = (f"came back clean but {where} showed "
                    + ("its port was taken" if death.kind == "conflict" else "it died")
                    + (f": `{shorten(words, 80)}`" if words else ""))
-        found = _judge(session, shown, owner, failure, k, died=_Death(
+        found = _judge(session, shown, owner, failure, k, claims, died=_Death(
             own, "port taken" if death.kind == "conflict" else "crashed", words))
         if found is not None:
             yield found
@@ -492,7 +540,8 @@ def _sentences(text: str) -> list[str]:
 
 
 def _reaction(session: Session, facts: _Facts, call: ToolCall | None,
-              replies: list[AssistantTurn], k: IgnoredToolErrorParams) -> str | None:
+              replies: list[AssistantTurn], k: IgnoredToolErrorParams, *,
+              any_settles: bool = False) -> str | None:
     """How the assistant reacted to this failure before the user wrote again, strongest first:
 
     * ``"said"``: its words name the error, or use a failure word about this step, or hand the
@@ -502,6 +551,9 @@ def _reaction(session: Session, facts: _Facts, call: ToolCall | None,
       the step worked names the same file);
     * ``"call"``: it retried or investigated (read the file, installed the module);
     * None: no reaction.
+
+    ``any_settles``: nothing after it claims the step worked, so any reaction deals with it and
+    the walk ends at the first (it would otherwise read every reply to the user's next message).
     """
     failed_command = command_of(call)
     failed_prog = _main_program(failed_command) if failed_command else None
@@ -546,6 +598,8 @@ def _reaction(session: Session, facts: _Facts, call: ToolCall | None,
             elif (facts.missing_dependency and later_command
                   and _step_kind(later_command, k) == "install"):
                 found.add("call")  # installs what the error said was missing
+        if found and any_settles:
+            break
     return "target" if "target" in found else "call" if "call" in found else None
 
 
@@ -628,12 +682,11 @@ def _same_call(call: ToolCall, later: ToolCall, failed_prog) -> bool:
 
 def _finding(session: Session, result: ToolResultTurn, owner, failure: str,
              replies: list[AssistantTurn], k: IgnoredToolErrorParams, *,
-             step_claim: AssistantTurn | None = None, silent: bool = False,
-             died: "_Death | None" = None) -> Finding:
+             step_claim: AssistantTurn | None = None, claimed: AssistantTurn | None = None,
+             silent: bool = False, died: "_Death | None" = None) -> Finding:
     turn, call = owner if owner else (result, None)
     what = f"`{shorten(command_of(call), 90)}`" if command_of(call) else (
         f"the {result.name or 'tool'} call")
-    claims = [r for r in replies if r.text.strip() and k.claims.search(r.text.lower())]
     if silent and any(isinstance(t, EventTurn) and t.event == "turn_complete"
                       for t in analysis_of(session).rest_of_exchange(result.ordinal)):
         severity = "high"
@@ -647,12 +700,12 @@ def _finding(session: Session, result: ToolResultTurn, owner, failure: str,
         severity = "high"
         reason = "the reply right after the failure was empty"
         outcome = "the next reply was empty"
-    elif step_claim is not None or claims:
+    elif step_claim is not None or claimed is not None:
         severity = "high"
         reason = ("the assistant claims this step succeeded without running it again"
                   if step_claim is not None
                   else "the assistant's text claims success despite the failure")
-        claim = step_claim or claims[-1]
+        claim = step_claim or claimed
         outcome = f"the assistant went on to say \"{shorten(claim.text, 80)}\""
     else:
         severity = "medium"
@@ -661,7 +714,7 @@ def _finding(session: Session, result: ToolResultTurn, owner, failure: str,
     evidence = [result.ordinal] + [r.ordinal for r in replies[:3]]
     if died is not None and died.result is not result:
         evidence.insert(0, died.result.ordinal)
-    said = step_claim or (claims[-1] if claims and not silent else None)
+    said = step_claim or (claimed if not silent else None)
     facts = _facts(session, result, call, replies[:3], said, k, died)
     return Finding(
         turn=turn.ordinal, anchor=call.anchor if call else turn.anchor, severity=severity,
