@@ -1346,10 +1346,10 @@ class Tracker:
         if fallback and not ((k.health_ok and k.health_ok.search(body))
                              or (k.up and k.up.search(body))):
             return
-        candidates = [l for l in self.launches if l.port == port and l.clock < clock]
-        if not candidates:
+        latest = next((l for l in reversed(self.launches) if l.port == port and l.clock < clock),
+                      None)  # the newest launch on the port: a loop of launches is not read whole
+        if latest is None:
             return
-        latest = candidates[-1]
         state, change = latest.state_before(clock)
         if latest.changes and latest.changes[-1].clock > clock:
             state = State.ENDED  # ended later in the same script: nothing to revive
