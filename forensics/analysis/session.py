@@ -10,7 +10,6 @@ while the session lives, so every rule run over one session shares it.
 from __future__ import annotations
 
 import weakref
-from array import array
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -52,25 +51,24 @@ def _stops(turn: Turn) -> bool:
 
 class _ExchangeMarks:
     """Found in one pass, so that a failure's look at the rest of its exchange is a slice and a
-    lookup, not a walk (a loop of failures in one long exchange grew with its square):
+    lookup, not a walk (a loop of failures in one long exchange grew with its square): the
+    indices, ascending, of the messages the user typed, of the stops (an abort or interrupt
+    event, an aborted reply) and of the assistant's turns, and those turns."""
 
-    * ``end[i]``: the index of the first message the user typed at or after turn index ``i``
-      (the number of turns when none);
-    * ``stop[i]``: the same for the first stop (an abort or interrupt event, an aborted reply);
-    * ``assistant``: the indices of the assistant's turns, ``assistant_turns`` the turns."""
-
-    __slots__ = ("end", "stop", "assistant", "assistant_turns")
+    __slots__ = ("size", "users", "stops", "assistant", "assistant_turns")
 
     def __init__(self, turns: list[Turn]) -> None:
-        n = len(turns)
-        end, stop = array("q", [n]) * (n + 1), array("q", [n]) * (n + 1)
-        for i in range(n - 1, -1, -1):
-            t = turns[i]
-            end[i] = i if isinstance(t, UserTurn) else end[i + 1]
-            stop[i] = i if _stops(t) else stop[i + 1]
-        self.end, self.stop = end, stop
-        self.assistant = array("q", (i for i, t in enumerate(turns) if isinstance(t, AssistantTurn)))
+        self.size = len(turns)
+        self.users = [i for i, t in enumerate(turns) if isinstance(t, UserTurn)]
+        self.stops = [i for i, t in enumerate(turns)
+                      if isinstance(t, (EventTurn, AssistantTurn)) and _stops(t)]
+        self.assistant = [i for i, t in enumerate(turns) if isinstance(t, AssistantTurn)]
         self.assistant_turns = [turns[i] for i in self.assistant]
+
+    def next_of(self, indices: list[int], i: int) -> int:
+        """The first of ``indices`` at or after ``i``, or the number of turns."""
+        k = bisect_left(indices, i)
+        return indices[k] if k < len(indices) else self.size
 
 
 @dataclass(frozen=True)
@@ -150,20 +148,21 @@ class Analysis:
 
     def rest_of_exchange(self, ordinal: int) -> list[Turn]:
         """Turns after ``ordinal`` up to (not including) the next message the user typed."""
-        return self.session.turns[ordinal:self._marks.end[ordinal]]
+        marks = self._marks
+        return self.session.turns[ordinal:marks.next_of(marks.users, ordinal)]
 
     def stopped_after(self, ordinal: int) -> bool:
         """Did the user abort or interrupt after ``ordinal``, before typing again
         (``user_stopped`` of the rest of the exchange)."""
         marks = self._marks
-        return marks.stop[ordinal] < marks.end[ordinal]
+        return marks.next_of(marks.stops, ordinal) < marks.next_of(marks.users, ordinal)
 
     def replies_after(self, ordinal: int) -> tuple[int, int]:
         """Where the assistant's turns after ``ordinal`` and before the user types again lie in
         ``assistant_turns``: ``assistant_turns[lo:hi]``."""
         marks = self._marks
         return (bisect_left(marks.assistant, ordinal),
-                bisect_left(marks.assistant, marks.end[ordinal]))
+                bisect_left(marks.assistant, marks.next_of(marks.users, ordinal)))
 
     @property
     def assistant_turns(self) -> list[AssistantTurn]:

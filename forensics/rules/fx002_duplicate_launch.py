@@ -30,8 +30,9 @@ from forensics.rules import rule
 
 EARLIER_LISTED = 5
 """Equivalent earlier launches a finding names one by one (the one it relaunched over, the first
-of all, the latest); two or more others are counted in one fact. Listing every one made a relaunch loop
-quadratic: each of 1,000 relaunches named all the launches before it (180 MB of JSON)."""
+of all, the latest); two or more others are counted in one fact. Listing every one made a
+relaunch loop quadratic: each of 1,000 relaunches named all the launches before it (180 MB of
+JSON)."""
 
 SIGNALS_LISTED = 5
 """Signals that the earlier launch was up a finding names (the latest; the message still reads

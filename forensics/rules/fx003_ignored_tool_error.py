@@ -541,7 +541,7 @@ def _sentences(text: str) -> list[str]:
 
 def _reaction(session: Session, facts: _Facts, call: ToolCall | None,
               replies: list[AssistantTurn], k: IgnoredToolErrorParams, *,
-              any_settles: bool = False) -> str | None:
+              any_settles: bool) -> str | None:
     """How the assistant reacted to this failure before the user wrote again, strongest first:
 
     * ``"said"``: its words name the error, or use a failure word about this step, or hand the
