@@ -161,3 +161,20 @@ def test_a_loop_of_failures_in_one_exchange_is_judged_per_failure(tmp_path: Path
     assert found[0]["message"] == (
         f"`python scripts/step_{steps - 1}.py --fast` exited with status 1; the assistant went "
         "on to say \"Everything works now, all done successfully.\".")
+
+
+def test_a_loop_of_failures_nothing_answers_is_judged_per_failure(tmp_path: Path) -> None:
+    """1,500 failing steps in one exchange, each a program of its own that nothing answers, save
+    one whose file the last reply names, far down: every other failure is flagged medium. Each
+    failure was read against every reply after it: 1,000 such steps took 45 s."""
+    steps = 1500
+    path = tmp_path / "failures.jsonl"
+    path.write_text(_one_exchange("convert the data", [
+        (f"tool{i} input_{i}.csv", f"Exit code 1\nValueError: bad input_{i}.csv", True,
+         "Continuing with the next one.") for i in range(steps)]
+        + [("true", "", False, "Back to input_7.csv: it needs a header row.")]))
+    found = [f for f in _scan(path) if f["code"] == "FX003"]
+    assert [(f["line"], f["severity"]) for f in found] == [
+        (2 + 3 * i, "medium") for i in range(steps) if i != 7]
+    assert found[0]["message"] == ("`tool0 input_0.csv` exited with status 1; the assistant "
+                                   "moved on without mentioning it.")

@@ -646,3 +646,129 @@ def test_claims_remembered_by_position_are_the_claims_read_each_time(replies, as
             (r for r in span if fx003._claims_step(r, kind, k)), None)
         said = [r for r in span if r.text.strip() and k.claims.search(r.text.lower())]
         assert claims.last_claim(lo, hi) is (said[-1] if said else None)
+
+
+# -- FX003: the exchange's index of replies that could react -----------------------------------
+
+_FAILED_CALLS = st.sampled_from([
+    ("Bash", {"command": "python app/main.py --port 8000"}),
+    ("Bash", {"command": "npm run build"}),
+    ("Bash", {"command": "cat src\\Tooltip.tsx"}),
+    ("Read", {"file_path": "/w/src/İstanbul_Mapper.py"}),
+    ("Edit", {"file_path": "/w/src/app.py", "old_string": "def handler(request):\n    return "
+              "render(request, 'index.html', context)"}),
+    ("mcp__db__query", {"sql": "select 1"}), ("Bash", {"command": "cd /w && echo ok"}),
+])
+_FAILED_OUTPUTS = st.sampled_from([
+    "Exit code 2\nModuleNotFoundError: No module named 'requests.adapters'",
+    "src/Tooltip.tsx(12,5): error TS2322: Type 'x' is not assignable to type 'y'",
+    "Error: listen EADDRINUSE: address already in use :::8000",
+    "HTTP 404 Not Found from https://example.com/api",
+    "bash: İmport: command not found",
+    "String to replace not found in file.",
+])
+_FRAGMENTS = st.sampled_from([
+    "", "Continuing.", "The requests module is missing, installing it.", "xValueError here",
+    "modulenotfounderror", "requests.adapters", "Requests.Adapters!", "it failed for tooltip.tsx.",
+    "tooltip.tsx looks fine.", "src\\tooltip.tsx", "code 404", "exit code 2.", "port 80001",
+    "type 'x' is not assignable", "is not", "please run it manually", "İstanbul_mapper.py failed",
+    "istanbul_mapper.py", "already in use", "eaddrinuse", "ts2322", "-9", "render(request, 'index",
+    "the build is broken.\nAll done.", "ışık", "a_b-c.d"])
+_LATER_CALLS = st.sampled_from([
+    None, ("Bash", {"command": "python app/main.py --port 8000"}),
+    ("Bash", {"command": "python  app/main.py"}), ("Bash", {"command": "pip install requests"}),
+    ("Bash", {"command": "git add src/Tooltip.tsx && git commit -m x"}),
+    ("Bash", {"command": "curl -s localhost:8000/health"}), ("Bash", {"command": "ls src"}),
+    ("Read", {"file_path": "/w/src/Tooltip.tsx"}), ("Read", {"file_path": "/w/src/app.py"}),
+    ("Edit", {"file_path": "/w/src/app.py", "old_string": "x"}),
+    ("Bash", {"command": "npm run build"}), ("Bash", {"command": "echo port 18000"}),
+    ("mcp__db__query", {"sql": "select 2"}), ("Bash", {"command": "npm run"}),
+    ("Bash", {"command": "cd  /w &&  echo ok"}),
+])
+
+
+def _failure_and_replies(failed, output, exit_code, replies):
+    from forensics.model import AssistantTurn, Session, ToolCall, ToolResultTurn, UserTurn
+
+    name, args = failed
+    call = ToolCall(call_id="c0", name=name, input=args, command=args.get("command"),
+                    anchor="a2")
+    turns = [UserTurn(ordinal=1, anchor="a1", text="go"),
+             AssistantTurn(ordinal=2, anchor="a2", tool_calls=[call]),
+             ToolResultTurn(ordinal=3, anchor="a3", call_id="c0", name=name, output=output,
+                            exit_code=exit_code, is_error=True)]
+    for n, (text, reasoning, later) in enumerate(replies):
+        ordinal = len(turns) + 1
+        calls = []
+        if later is not None:
+            calls = [ToolCall(call_id=f"c{ordinal}", name=later[0], input=later[1],
+                              command=later[1].get("command"), anchor=f"a{ordinal}")]
+        turns.append(AssistantTurn(ordinal=ordinal, anchor=f"a{ordinal}", text=text,
+                                   reasoning=reasoning, tool_calls=calls))
+        if calls:
+            turns.append(ToolResultTurn(ordinal=ordinal + 1, anchor=f"a{ordinal + 1}",
+                                        call_id=calls[0].call_id, name=later[0],
+                                        exit_code=n % 2))
+    session = Session(id="s", agent="claude-code", format="case", source="t", turns=turns)
+    return session, call, turns[2]
+
+
+_REPLIES = st.lists(st.tuples(_FRAGMENTS.map(str.upper) | _FRAGMENTS, _FRAGMENTS, _LATER_CALLS),
+                    min_size=1, max_size=30)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_FAILED_CALLS, _FAILED_OUTPUTS, st.sampled_from([None, 1, 2, -9]), _REPLIES)
+@example(("Bash", {"command": "cd /w && echo ok"}), "String to replace not found in file.", 2,
+         [("", "", ("Bash", {"command": "cd  /w &&  echo ok"}))])  # the same script, no program
+@example(("mcp__db__query", {"sql": "select 1"}), "String to replace not found in file.", 2,
+         [("", "", ("mcp__db__query", {"sql": "select 2"}))])  # the same tool, with no target
+@example(("Bash", {"command": "npm run build"}), "Error: listen EADDRINUSE: address already in "
+         "use :::8000", 1, [("", "", ("Bash", {"command": "echo port 18000"})),
+                            ("", "", ("Bash", {"command": "curl -s localhost:8000/health"}))])
+def test_the_exchange_index_holds_every_reply_that_reacts(failed, output, exit_code,
+                                                         replies) -> None:
+    """A reply the index leaves out, read with the walk's first step and first call behind it,
+    reacts in no way: its words name nothing, its calls touch nothing."""
+    from forensics.analysis.session import analysis_of
+
+    k = fx003.IgnoredToolErrorParams.from_params(registry()["FX003"].params)
+    session, call, result = _failure_and_replies(failed, output, exit_code, replies)
+    analysis = analysis_of(session)
+    lo, hi = analysis.replies_after(result.ordinal)
+    facts = fx003._Facts(result, call, k)
+    index = fx003._ReplyIndex(analysis, k)
+    walk = fx003._Walk(session, facts, call, k)
+    walk.immediate = walk.first_call = False
+    listed = list(index.of_exchange(lo, hi).could_react(facts, call, walk, lo, hi))
+    assert listed == sorted(set(listed)) and all(lo <= p < hi for p in listed)
+    for p in range(lo, hi):
+        alone = fx003._Walk(session, facts, call, k)
+        alone.immediate = alone.first_call = False
+        reacts = alone.read(analysis.assistant_turns[p]) is not None or alone.found
+        assert not reacts or p in listed, (p, analysis.assistant_turns[p])
+
+
+@settings(max_examples=300, deadline=None)
+@given(_FAILED_CALLS, _FAILED_OUTPUTS, st.sampled_from([None, 2]), _REPLIES, st.booleans())
+def test_a_reaction_read_through_the_index_is_the_reaction_read_reply_by_reply(
+        failed, output, exit_code, replies, any_settles) -> None:
+    """The first replies read one by one, then the index's: the same answer as every reply
+    read one by one, whether the walk ends at the first reaction or reads on."""
+    from forensics.analysis.session import analysis_of
+
+    k = fx003.IgnoredToolErrorParams.from_params(registry()["FX003"].params)
+    session, call, result = _failure_and_replies(failed, output, exit_code, replies)
+    analysis = analysis_of(session)
+    lo, hi = analysis.replies_after(result.ordinal)
+    facts = fx003._Facts(result, call, k)
+    answers = []
+    for read_in_full in (0, 1, 10**9):
+        fx003.READ_IN_FULL, kept = read_in_full, fx003.READ_IN_FULL
+        try:
+            answers.append(fx003._reaction(session, facts, call, lo, hi,
+                                           fx003._ReplyIndex(analysis, k), k,
+                                           any_settles=any_settles))
+        finally:
+            fx003.READ_IN_FULL = kept
+    assert answers[0] == answers[1] == answers[2]

@@ -10,7 +10,7 @@ while the session lives, so every rule run over one session shares it.
 from __future__ import annotations
 
 import weakref
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -163,6 +163,16 @@ class Analysis:
         marks = self._marks
         return (bisect_left(marks.assistant, ordinal),
                 bisect_left(marks.assistant, marks.next_of(marks.users, ordinal)))
+
+    def exchange_replies(self, ordinal: int) -> tuple[int, int]:
+        """Where the assistant's turns of the whole exchange holding ``ordinal`` (from the
+        user's message before it to the next) lie in ``assistant_turns``: a span that every
+        ``replies_after`` of a turn in it ends with."""
+        marks = self._marks
+        before = bisect_right(marks.users, ordinal) - 1
+        start = marks.users[before] if before >= 0 else 0
+        return (bisect_left(marks.assistant, start),
+                bisect_left(marks.assistant, marks.next_of(marks.users, ordinal + 1)))
 
     @property
     def assistant_turns(self) -> list[AssistantTurn]:

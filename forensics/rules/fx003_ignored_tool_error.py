@@ -19,7 +19,9 @@ before it and no words about the failure, makes the finding high whatever the ca
 
 from __future__ import annotations
 
+import heapq
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property, partial
@@ -62,6 +64,7 @@ def ignored_tool_error(session: Session, params: IgnoredToolErrorParams) -> Iter
     k = params
     analysis = analysis_of(session)
     claims = _Claims(analysis.assistant_turns, k)
+    index = _ReplyIndex(analysis, k)
     for result in session.turns:
         if not isinstance(result, ToolResultTurn) or result.aborted:
             continue
@@ -72,14 +75,15 @@ def ignored_tool_error(session: Session, params: IgnoredToolErrorParams) -> Iter
             continue
         if owner and _user_wrote_between(session, owner[0].ordinal, result.ordinal):
             continue  # the user spoke before the result came back: the next step answers them
-        found = _judge(session, result, owner, failure, k, claims)
+        found = _judge(session, result, owner, failure, k, claims, index)
         if found is not None:
             yield found
-    yield from _launch_deaths(session, k, claims)
+    yield from _launch_deaths(session, k, claims, index)
 
 
 def _judge(session: Session, result: ToolResultTurn, owner, failure: str, k: IgnoredToolErrorParams,
-           claims: "_Claims", *, died: "_Death | None" = None) -> Finding | None:
+           claims: "_Claims", index: "_ReplyIndex", *,
+           died: "_Death | None" = None) -> Finding | None:
     """The finding for this failure, or None when the assistant dealt with it.
 
     ``result`` is the output that showed the failure: the call's own result, or, for a launch
@@ -99,7 +103,7 @@ def _judge(session: Session, result: ToolResultTurn, owner, failure: str, k: Ign
         return None
     facts = _Facts(result, call, k)
     claim = claims.first_step_claim(lo, hi, facts.kind)
-    reaction = _reaction(session, facts, call, replies, k, any_settles=claim is None)
+    reaction = _reaction(session, facts, call, lo, hi, index, k, any_settles=claim is None)
     if reaction in ("said", "rerun-ok"):
         return None
     if reaction is not None and claim is None:
@@ -152,6 +156,180 @@ class _Claims:
         return self.turns[found] if found is not None and found >= lo else None
 
 
+class _ReplyIndex:
+    """Where in each exchange the assistant's words and calls could react to a failure, made for
+    an exchange only when a failure there goes unanswered for ``READ_IN_FULL`` replies."""
+
+    def __init__(self, analysis, k: IgnoredToolErrorParams) -> None:
+        self.analysis, self.k = analysis, k
+        self.turns: list[AssistantTurn] = analysis.assistant_turns
+        self._exchanges: dict[int, _ExchangeIndex] = {}
+
+    def of_exchange(self, lo: int, hi: int) -> "_ExchangeIndex":
+        """The index of the exchange whose replies ``lo:hi`` are the end of (by its end)."""
+        made = self._exchanges.get(hi)
+        if made is None:
+            start, end = self.analysis.exchange_replies(self.turns[lo].ordinal)
+            assert end == hi and start <= lo, "a span of replies crossed its exchange"
+            made = self._exchanges[hi] = _ExchangeIndex(self.turns, start, hi, self.k)
+        return made
+
+
+class _Unindexed(Exception):
+    """A name whose occurrences the index cannot look up: every reply must be read."""
+
+
+class _ExchangeIndex:
+    """One exchange's replies by what a reaction would be found by: for the words of each reply
+    (text and reasoning, as ``_Walk.read`` lowers them) and for the text of each call that is
+    not only recording, the runs of word characters (``\\w+``) and of digits in them; the
+    replies that hand a step over and the word runs of their sentences with a failure word;
+    each call's command as written, its main program, its tool; the installs.
+
+    A term ``_mentions`` finds is glued to no word character on either side, so each of its
+    word runs is a whole run of the text: the replies without its rarest run cannot name it.
+    A three-word message run's middle word, a status code, a port are whole runs likewise."""
+
+    def __init__(self, turns: list[AssistantTurn], start: int, end: int,
+                 k: IgnoredToolErrorParams) -> None:
+        self.turns, self.start, self.end = turns, start, end
+        self.words: dict[str, list[int]] = {}
+        self.word_digits: dict[str, list[int]] = {}
+        self.ack_words: dict[str, list[int]] = {}
+        self.handoffs: list[int] = []
+        self.scripts: dict[str, list[int]] = {}
+        self.programs: dict[str, list[int]] = {}
+        self.tools: dict[str, list[int]] = {}
+        self.call_words: dict[str, list[int]] = {}
+        self.call_digits: dict[str, list[int]] = {}
+        self.installs: list[int] = []
+        for p in range(start, end):
+            reply = turns[p]
+            words = f"{reply.text}\n{reply.reasoning}".lower()
+            if words.strip():
+                _add_runs(self.words, _WORD_RUN.findall(words), p)
+                _add_runs(self.word_digits, _DIGIT_RUN.findall(words), p)
+                if k.handoffs.search(words):
+                    self.handoffs.append(p)
+                for sentence in _sentences(words):
+                    if k.acks.search(sentence):
+                        _add_runs(self.ack_words, _WORD_RUN.findall(sentence), p)
+            for later in reply.tool_calls:
+                command = command_of(later)
+                _add_runs(self.tools, (later.name,), p)
+                if command:
+                    _add_runs(self.scripts, (" ".join(command.split()),), p)
+                    main = _main_program(command)
+                    if main:
+                        _add_runs(self.programs, (main[0],), p)
+                    if _only_records(command, k):
+                        continue
+                blob = (command or _input_text(later)).lower()
+                _add_runs(self.call_words, _WORD_RUN.findall(blob), p)
+                _add_runs(self.call_digits, _DIGIT_RUN.findall(blob), p)
+                if command and _step_kind(command, k) == "install" and (
+                        not self.installs or self.installs[-1] != p):
+                    self.installs.append(p)
+
+    @cached_property
+    def _joined(self) -> tuple[str, list[int]]:
+        """Every reply's words in one text, and where each reply's begin: a failed tool's
+        long input, echoed in a reply, is found there by plain search."""
+        starts, parts, at = [], [], 0
+        for p in range(self.start, self.end):
+            reply = self.turns[p]
+            words = f"{reply.text}\n{reply.reasoning}".lower()
+            starts.append(at)
+            parts.append(words)
+            at += len(words) + 1
+        return "\0".join(parts), starts
+
+    def could_react(self, facts: _Facts, call: ToolCall | None, walk: "_Walk", p: int,
+                    hi: int) -> Iterator[int]:
+        """The positions from ``p`` (below ``hi``) of the replies that could react to the
+        failure, ascending: every reply that does is among them (``tests/test_fast_paths.py``
+        holds them against reading every reply)."""
+        try:
+            runs = self._runs_to_look_for(facts, call, walk)
+        except _Unindexed:
+            yield from range(p, hi)
+            return
+        streams = [_from(positions, p) for positions in runs]
+        streams.extend(self._echoes(window, p) for window in walk.echoes)
+        last = -1
+        for q in heapq.merge(*streams):
+            if q >= hi:
+                return
+            if q != last:
+                yield q
+                last = q
+
+    def _runs_to_look_for(self, facts: _Facts, call: ToolCall | None,
+                          walk: "_Walk") -> list[list[int]]:
+        out = [self.handoffs]
+        out.extend(_rarest(self.words, t) for t in facts.terms | facts.targets)
+        out.extend(_rarest(self.words, phrase.split(" ")[1]) for phrase in facts.phrases)
+        out.extend(_rarest(self.word_digits, code) for code in facts.codes)
+        out.extend(_rarest(self.ack_words, t) for t in walk.about)
+        if call is not None:
+            failed = command_of(call)
+            if failed:
+                out.append(self.scripts.get(" ".join(failed.split()), []))
+                if walk.failed_prog:
+                    out.append(self.programs.get(walk.failed_prog[0], []))
+            else:
+                out.append(self.tools.get(call.name, []))
+        out.extend(_rarest(self.call_words, t) for t in facts.call_names)
+        out.extend(self.call_digits.get(port, []) for port in facts.ports)
+        if facts.missing_dependency:
+            out.append(self.installs)
+        return [positions for positions in out if positions]
+
+    def _echoes(self, window: str, p: int) -> Iterator[int]:
+        if p >= self.end:
+            return
+        text, starts = self._joined
+        at = text.find(window, starts[p - self.start])
+        while at >= 0:
+            q = bisect_right(starts, at) - 1
+            yield q + self.start
+            if q + 1 >= len(starts):
+                return
+            at = text.find(window, starts[q + 1])
+
+
+_WORD_RUN = re.compile(r"\w+")
+_DIGIT_RUN = re.compile(r"\d+")
+
+
+def _add_runs(table: dict[str, list[int]], runs, p: int) -> None:
+    for run in runs:
+        positions = table.get(run)
+        if positions is None:
+            table[run] = [p]
+        elif positions[-1] != p:
+            positions.append(p)
+
+
+def _rarest(table: dict[str, list[int]], term: str) -> list[int]:
+    """The replies holding the rarest of ``term``'s word runs (as ``_mentions`` folds it)."""
+    folded = _slashes(term)
+    needle = folded.lower()
+    runs = _WORD_RUN.findall(needle)
+    if not runs or _is_word(folded[:1]) != _is_word(needle[:1]) or (
+            _is_word(folded[-1:]) != _is_word(needle[-1:])):
+        raise _Unindexed(term)  # lowering changed what its edges are glued to
+    return min((table.get(run, []) for run in runs), key=len)
+
+
+def _is_word(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _from(positions: list[int], p: int) -> Iterator[int]:
+    return map(positions.__getitem__, range(bisect_left(positions, p), len(positions)))
+
+
 @dataclass(frozen=True)
 class _Death:
     """How a launch whose call came back clean died, as the ledger saw it."""
@@ -164,8 +342,8 @@ class _Death:
     """The line that showed it."""
 
 
-def _launch_deaths(session: Session, k: IgnoredToolErrorParams,
-                   claims: _Claims) -> Iterator[Finding]:
+def _launch_deaths(session: Session, k: IgnoredToolErrorParams, claims: _Claims,
+                   index: "_ReplyIndex") -> Iterator[Finding]:
     """Launches that died while the call that started them came back clean: the process
     ledger saw their own output or a later read of their log (``tail``, ``Read``, the harness's
     task output) report a crash or a taken port, and nothing showed them alive again."""
@@ -189,7 +367,7 @@ def _launch_deaths(session: Session, k: IgnoredToolErrorParams,
         failure = (f"came back clean but {where} showed "
                    + ("its port was taken" if death.kind == "conflict" else "it died")
                    + (f": `{shorten(words, 80)}`" if words else ""))
-        found = _judge(session, shown, owner, failure, k, claims, died=_Death(
+        found = _judge(session, shown, owner, failure, k, claims, index, died=_Death(
             own, "port taken" if death.kind == "conflict" else "crashed", words))
         if found is not None:
             yield found
@@ -360,6 +538,7 @@ class _Facts:
         codes = {m.group(1) for m in _HTTP_STATUS.finditer(bare)}
         if result.exit_code not in (None, 0, 1):
             codes.add(str(result.exit_code))
+        self.codes = codes
         self.status = (re.compile(r"(?:exit(?:ed)?(?: with)?(?: code| status)?|status(?: code)?"
                                   r"|code|http)\W{0,3}(?:" + "|".join(sorted(codes)) + r")\b")
                        if codes else None)
@@ -401,12 +580,17 @@ class _Facts:
     def named_in_call(self, blob: str) -> bool:
         """Does a later call touch what the failure is about (the failed call's own file or
         target, a file or module the error names, the port it names)?"""
+        if any(_mentions(blob, t) for t in self.call_names):
+            return True
+        return any(re.search(rf"(?<!\d){p}(?!\d)", blob) for p in self.ports)
+
+    @cached_property
+    def call_names(self) -> frozenset[str]:
+        """The names a later call touches when it looks at what failed (``named_in_call``)."""
         names = self.own | self.subjects | self.modules | self.quoted | {
             t for t in self.terms if _NAME_LIKE.search(t)}
         names |= {folder for path in self.own | self.subjects for folder in _folders(path)}
-        if any(_mentions(blob, t) for t in names):
-            return True
-        return any(re.search(rf"(?<!\d){p}(?!\d)", blob) for p in self.ports)
+        return frozenset(names)
 
 
 _HTTP_STATUS = knowledge_cache.compile(
@@ -539,10 +723,11 @@ def _sentences(text: str) -> list[str]:
     return [s for s in re.split(r"(?<=[.!?。！？])\s+|\n+", text) if s.strip()]
 
 
-def _reaction(session: Session, facts: _Facts, call: ToolCall | None,
-              replies: list[AssistantTurn], k: IgnoredToolErrorParams, *,
+def _reaction(session: Session, facts: _Facts, call: ToolCall | None, lo: int, hi: int,
+              index: "_ReplyIndex", k: IgnoredToolErrorParams, *,
               any_settles: bool) -> str | None:
-    """How the assistant reacted to this failure before the user wrote again, strongest first:
+    """How the assistant reacted to this failure in its turns ``lo:hi`` (before the user wrote
+    again), strongest first:
 
     * ``"said"``: its words name the error, or use a failure word about this step, or hand the
       step to the user;
@@ -555,52 +740,98 @@ def _reaction(session: Session, facts: _Facts, call: ToolCall | None,
     ``any_settles``: nothing after it claims the step worked, so any reaction deals with it and
     the walk ends at the first (it would otherwise read every reply to the user's next message).
     """
-    failed_command = command_of(call)
-    failed_prog = _main_program(failed_command) if failed_command else None
-    echoes = _input_windows(call) if call is not None and not failed_command else []
-    about = {s.lower() for s in facts.subjects} | ({facts.program} if facts.program else set())
-    immediate = True  # the replies before the assistant's next step: a failure word there is
-    first_call = True  # about the failure it just saw; its next call is a retry when it runs
-    found: set[str] = set()  # the same program again (with the arguments changed)
-    for reply in replies:
+    walk = _Walk(session, facts, call, k)
+    for p in _replies_to_read(walk, facts, call, index, lo, hi):
+        decided = walk.read(index.turns[p])
+        if decided is not None:
+            return decided
+        if walk.found and any_settles:
+            break
+    return "target" if "target" in walk.found else "call" if "call" in walk.found else None
+
+
+READ_IN_FULL = 16
+"""Replies after a failure read one by one before the exchange's index picks the rest."""
+
+
+def _replies_to_read(walk: "_Walk", facts: _Facts, call: ToolCall | None, index: "_ReplyIndex",
+                     lo: int, hi: int) -> Iterator[int]:
+    """The positions of the replies ``walk`` must read: the first ``READ_IN_FULL`` each, then
+    only those the exchange's index says could react (a failure that nothing answers was read
+    against every reply after it, so a loop of them in one long exchange grew with its square).
+    The index answers only once the walk's first step and first call are behind it: what it
+    looks up is what any later reply is judged by."""
+    p = lo
+    while p < hi:
+        yield p
+        p += 1
+        if p < hi and p - lo >= READ_IN_FULL and not walk.immediate and not walk.first_call:
+            break
+    else:
+        return
+    yield from index.of_exchange(lo, hi).could_react(facts, call, walk, p, hi)
+
+
+class _Walk:
+    """One failure's reading of the replies after it, one reply at a time, in order."""
+
+    __slots__ = ("session", "facts", "call", "k", "failed_prog", "echoes", "about",
+                 "immediate", "first_call", "found")
+
+    def __init__(self, session: Session, facts: _Facts, call: ToolCall | None,
+                 k: IgnoredToolErrorParams) -> None:
+        self.session, self.facts, self.call, self.k = session, facts, call, k
+        failed_command = command_of(call)
+        self.failed_prog = _main_program(failed_command) if failed_command else None
+        self.echoes = _input_windows(call) if call is not None and not failed_command else []
+        self.about = {s.lower() for s in facts.subjects} | (
+            {facts.program} if facts.program else set())
+        self.immediate = True  # the replies before the assistant's next step: a failure word
+        self.first_call = True  # there is about the failure it just saw; its next call is a
+        self.found: set[str] = set()  # retry when it runs the same program (arguments changed)
+
+    def read(self, reply: AssistantTurn) -> str | None:
+        """Read one more reply: ``"said"`` or ``"rerun-ok"`` when it settles the failure, else
+        None (a weaker reaction is added to ``found``)."""
+        facts, k, call = self.facts, self.k, self.call
         words = f"{reply.text}\n{reply.reasoning}".lower()
         if words.strip():
             if facts.names_error(words) or k.handoffs.search(words):
                 return "said"
-            if immediate and (k.acks.search(_opening(reply.text.lower()))
-                              or k.acks.search(_opening(reply.reasoning.lower()))):
+            if self.immediate and (k.acks.search(_opening(reply.text.lower()))
+                                   or k.acks.search(_opening(reply.reasoning.lower()))):
                 return "said"
-            for sentence in _sentences(words):
-                if k.acks.search(sentence) and any(_mentions(sentence, t) for t in about):
-                    return "said"
-            if any(w in words for w in echoes):
+            if self.about:
+                for sentence in _sentences(words):
+                    if k.acks.search(sentence) and any(_mentions(sentence, t)
+                                                       for t in self.about):
+                        return "said"
+            if any(w in words for w in self.echoes):
                 return "said"  # did by hand what the failed tool was for (asked in plain text)
             if facts.names_target(words):
-                found.add("target")
+                self.found.add("target")
         if reply.tool_calls or reply.visible:
-            immediate = False
+            self.immediate = False
         for later in reply.tool_calls:
-            next_step, first_call = first_call, False
-            if call is not None and _same_call(call, later, failed_prog):
-                if _passed(session, later):
+            next_step, self.first_call = self.first_call, False
+            if call is not None and _same_call(call, later, self.failed_prog):
+                if _passed(self.session, later):
                     return "rerun-ok"
-                found.add("call")
+                self.found.add("call")
                 continue
-            if next_step and _same_program(failed_prog, later):
-                found.add("call")  # a changed retry: the same program, other arguments
+            if next_step and _same_program(self.failed_prog, later):
+                self.found.add("call")  # a changed retry: the same program, other arguments
                 continue
             later_command = command_of(later)
             if later_command and _only_records(later_command, k):
                 continue  # staging or committing the file investigates nothing
             blob = (later_command or _input_text(later)).lower()
             if facts.named_in_call(blob):
-                found.add("call")
+                self.found.add("call")
             elif (facts.missing_dependency and later_command
                   and _step_kind(later_command, k) == "install"):
-                found.add("call")  # installs what the error said was missing
-        if found and any_settles:
-            break
-    return "target" if "target" in found else "call" if "call" in found else None
+                self.found.add("call")  # installs what the error said was missing
+        return None
 
 
 def _only_records(command: str, k: IgnoredToolErrorParams) -> bool:
