@@ -58,17 +58,28 @@ class _Checked(Tracker):
     """A tracker that checks, before every turn, its live table against every launch."""
 
     def _gap(self, turn) -> None:
-        assert self.alive == {l.seq: l for l in self.launches if l.state is State.ALIVE}
+        _check_tables(self)
         for launch in self.launches:
-            assert launch.live is self.alive
+            assert launch.live is self.alive and launch.not_ended is self.not_ended
         super()._gap(turn)
+
+
+def _check_tables(tracker: Tracker) -> None:
+    """The tables a tracker keeps are what a pass over every launch finds, in launch order."""
+    launches = tracker.launches
+    assert tracker.alive == {l.seq: l for l in launches if l.state is State.ALIVE}
+    assert tracker.not_ended == {l.seq: l for l in launches if l.state is not State.ENDED}
+    assert {pid: sorted(ls, key=lambda l: l.seq) for pid, ls in tracker.by_pid.items()} == {
+        pid: [l for l in launches if pid in l.pids] for pid in {p for l in launches
+                                                               for p in l.pids}}
 
 
 def _check_session(session: Session) -> None:
     tracker = _Checked(session, KNOW)
     ledger = tracker.ledger()
-    assert tracker.alive == {l.seq: l for l in ledger.launches if l.state is State.ALIVE}
-    assert all(l.live is None for l in ledger.launches)  # the tracker is let go after
+    _check_tables(tracker)
+    assert all(l.live is None and l.not_ended is None for l in ledger.launches)  # let go after
+    return ledger
 
 
 @pytest.fixture(scope="module")
@@ -103,8 +114,31 @@ def test_live_table_through_kills_revivals_and_resumes() -> None:
     s.bash("tail s.log", "Traceback\nOSError: [Errno 98] Address already in use")
     s.bash("nohup python -m sglang.launch_server --port 30000 > s.log 2>&1 &", "PID: 200")
     s.user("the server is up")
-    _check_session(Session(id="s", agent="opencode", format="case", source="t",
-                           turns=s.turns))
+    s.bash("ps aux | grep sglang", "root  200  0.0  python -m sglang.launch_server --port 30000")
+    s.bash("kill 200")
+    s.bash("python -m http.server 8080 &")
+    s.bash("kill 999")  # names no launch: every live one is unknown from here
+    ledger = _check_session(Session(id="s", agent="opencode", format="case", source="t",
+                                    turns=s.turns))
+    assert [(k.command, k.ended) for k in ledger.kills if k.kind == "pid"] == [
+        ("kill 100", [0]), ("kill 200", [0, 2]), ("kill 999", [])]  # both listed on its port
+    assert [c.kind for c in ledger.launches[-1].changes] == ["kill-unresolved"]
+    assert ledger.launches[-1].state is State.UNKNOWN
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 3)), max_size=20),
+       st.integers(-1, 7), st.integers(-1, 7))
+def test_kills_between_two_clocks_are_those_a_pass_finds(clocks, start, end) -> None:
+    """In order (as the walk appends them) or not, the kills strictly between two clocks."""
+    from forensics.analysis.ledger import Kill, Ledger
+
+    ledger = Ledger([], [Kill((a, b, 0), a, "x", "kill", "pid") for a, b in clocks])
+    for lo, hi in (((start, 0, 0), (end, 9, 0)), ((start, 1, 0), (end, 1, 0))):
+        assert ledger.kills_between(lo, hi) == [k for k in ledger.kills if lo < k.clock < hi]
+    ledger.kills.append(Kill((3, 0, 0), 3, "y", "kill", "pid"))  # one more, after the first ask
+    assert ledger.kills_between((2, 9, 0), (4, 0, 0)) == [
+        k for k in ledger.kills if (2, 9, 0) < k.clock < (4, 0, 0)]
 
 
 # -- FX002's look-back over earlier launches -----------------------------------------------------

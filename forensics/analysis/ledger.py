@@ -38,6 +38,7 @@ import fnmatch
 import re
 import shlex
 import unicodedata
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -128,8 +129,25 @@ class Ledger:
     kills: list[Kill]
     checks: list[Check] = field(default_factory=list)
 
+    _clocks: "tuple[int, list[Clock] | None]" = field(default=(-1, None), init=False,
+                                                      repr=False, compare=False)
+
     def kills_between(self, start: Clock, end: Clock) -> list[Kill]:
-        return [k for k in self.kills if start < k.clock < end]
+        clocks = self._kill_clocks()
+        if clocks is None:
+            return [k for k in self.kills if start < k.clock < end]
+        return self.kills[bisect_right(clocks, start):bisect_left(clocks, end)]
+
+    def _kill_clocks(self) -> "list[Clock] | None":
+        """The kills' clocks when they are in order (the walk appends them so): a relaunch
+        loop asks for the kills between each pair of launches. None: out of order."""
+        count, clocks = self._clocks
+        if count != len(self.kills):
+            clocks = [k.clock for k in self.kills]
+            if not all(a <= b for a, b in zip(clocks, clocks[1:])):
+                clocks = None
+            self._clocks = (len(self.kills), clocks)
+        return clocks
 
 
 @dataclass(eq=False)
@@ -184,6 +202,9 @@ class Launch:
     live: "dict[int, Launch] | None" = field(default=None, repr=False)
     """The tracker's launches whose state is ALIVE, by ``seq``, kept current by ``end`` while
     the ledger is built (None after): "is anything alive?" without a pass over every launch."""
+    not_ended: "dict[int, Launch] | None" = field(default=None, repr=False)
+    """The tracker's launches whose state is not ENDED, by ``seq``, kept likewise: what a kill
+    could still reach, without a pass over every launch of a long loop."""
 
     def state_before(self, clock: Clock) -> tuple[State, Change | None]:
         state, last = State.ALIVE, None
@@ -205,6 +226,11 @@ class Launch:
                 self.live[self.seq] = self
             else:
                 self.live.pop(self.seq, None)
+        if self.not_ended is not None:
+            if state is State.ENDED:
+                self.not_ended.pop(self.seq, None)
+            else:
+                self.not_ended[self.seq] = self
 
     @property
     def intended_port(self) -> int | None:
@@ -769,6 +795,10 @@ class Tracker:
         """The log files launches write, with the launches that write each."""
         self.alive: dict[int, Launch] = {}
         """The launches whose state is ALIVE (``Launch.live``)."""
+        self.not_ended: dict[int, Launch] = {}
+        """The launches whose state is not ENDED (``Launch.not_ended``)."""
+        self.by_pid: dict[int, list[Launch]] = {}
+        """The launches each process id was seen for."""
         self.health_calls: dict[str, list[tuple[Clock, int, bool]]] = {}
         """Health checks by call id: (clock, port, whether the script has a ``||`` fallback)."""
         self.code_polls: dict[str, list[Launch]] = {}
@@ -799,7 +829,7 @@ class Tracker:
                                       else "a new session start")
         turns = self.session.turns
         for launch in self.launches:
-            launch.live = None  # the ledger is built: states change no more
+            launch.live = launch.not_ended = None  # the ledger is built: states change no more
             for event in (*launch.changes, *launch.signals):
                 if not event.anchor and 0 < event.ordinal <= len(turns):
                     event.anchor = turns[event.ordinal - 1].anchor
@@ -835,12 +865,13 @@ class Tracker:
                                f"its task finished ({turn.anchor})", turn.ordinal)
 
     def _unknown_all(self, clock: Clock, ordinal: int, why: str) -> None:
-        for launch in self.launches:
-            if launch.state is State.ALIVE:
-                launch.end(clock, "resume", why, ordinal, State.UNKNOWN)
+        for launch in _in_order(self.alive):
+            launch.end(clock, "resume", why, ordinal, State.UNKNOWN)
 
-    def _alive(self) -> list[Launch]:
-        return [l for l in self.launches if l.state is State.ALIVE]
+    def _with_pid(self, launch: Launch, pid: int) -> None:
+        if pid not in launch.pids:
+            launch.pids.add(pid)
+            self.by_pid.setdefault(pid, []).append(launch)
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -963,8 +994,9 @@ class Tracker:
 
     def _add(self, launch: Launch) -> None:
         """A new launch, alive from now on."""
-        launch.live = self.alive
+        launch.live, launch.not_ended = self.alive, self.not_ended
         self.alive[launch.seq] = launch
+        self.not_ended[launch.seq] = launch
         self.launches.append(launch)
 
     def _port(self, text: str, env: dict[str, str], server: str | None) -> tuple[int | None, bool]:
@@ -994,7 +1026,7 @@ class Tracker:
     def _apply_kill(self, kind: str, target: str, clock: Clock, turn: AssistantTurn,
                     where: str, script_launches: list[Launch],
                     assigns: dict[str, tuple[str, Any]], kill: Kill) -> None:
-        alive = [l for l in self.launches if l.state is not State.ENDED]
+        alive = _in_order(self.not_ended)
         hit: list[Launch] = []
         how = kind
         if kind == "port":
@@ -1024,12 +1056,11 @@ class Tracker:
                 if m:
                     hit.extend(l for l in alive if l.port == int(m.group(1)))
                     how = "port"
-            for l in alive:
-                if l.pids & pids:
-                    hit.append(l)
+            hit.extend(sorted({l.seq: l for pid in pids for l in self.by_pid.get(pid, ())
+                               if l.seq in self.not_ended}.values(), key=_seq))
             if not hit and (pids or refs):
-                for l in alive:
-                    if l.state is State.ALIVE and not l.reconciling and l.server != "docker":
+                for l in _in_order(self.alive):
+                    if not l.reconciling and l.server != "docker":
                         l.end(clock, "kill-unresolved",
                               f"a kill of a process the transcript does not name ({where})",
                               turn.ordinal, State.UNKNOWN, anchor=kill.anchor)
@@ -1142,7 +1173,7 @@ class Tracker:
             "the session was saved"
         for pat in k.pid_patterns:
             for m in pat.finditer(out):
-                launch.pids.add(int(m.group(1)))
+                self._with_pid(launch, int(m.group(1)))
         bound = _bound_port(out, k)
         if bound is not None:
             launch.port = bound
@@ -1366,19 +1397,19 @@ class Tracker:
 
     def _pids_from_listing(self, script: str, out: str) -> None:
         ports = {int(p) for p in re.findall(r":(\d{2,5})\b", script)}
+        reachable: list[tuple[Launch, str]] | None = None
         for line in out.splitlines()[:200]:
             nums = re.findall(r"(?:^|\s|pid=)(\d{2,7})(?=\s|,|$)", line)
             if not nums:
                 continue
             pid = int(nums[0]) if not line.lstrip()[:1].isalpha() else int(nums[0])
             line_ports = {int(p) for p in re.findall(r":(\d{2,5})\b", line)} or ports
-            for launch in self.launches:
-                if launch.state is State.ENDED:
-                    continue
-                sig = _signature(launch)
+            if reachable is None:
+                reachable = [(launch, _signature(launch)) for launch in _in_order(self.not_ended)]
+            for launch, sig in reachable:
                 if (launch.port is not None and launch.port in line_ports) or \
                         (sig and sig in line):
-                    launch.pids.add(pid)
+                    self._with_pid(launch, pid)
 
     # -- users -----------------------------------------------------------------------------
 
@@ -1536,6 +1567,15 @@ def _last(pattern: re.Pattern[str] | None, text: str) -> int:
     for m in pattern.finditer(text):
         pos = m.start()
     return pos
+
+
+def _in_order(launches: dict[int, Launch]) -> list[Launch]:
+    """A tracker's table of launches (``alive``, ``not_ended``) in the order they started."""
+    return [launches[seq] for seq in sorted(launches)]
+
+
+def _seq(launch: Launch) -> int:
+    return launch.seq
 
 
 def _signature(launch: Launch) -> str:
