@@ -66,6 +66,12 @@ def test_a_re_pasted_error_with_a_long_url_is_judged_at_once(tmp_path: Path) -> 
 def _one_exchange(prompt: str, steps: list[tuple[str, str, bool, str]]) -> str:
     """A Claude Code transcript: one prompt, then (command, output, is_error, reply) steps: a
     Bash call, its result, the assistant's words (none when empty), and no user message."""
+    return _tool_exchange(prompt, [("Bash", {"command": command}, output, is_error, reply)
+                                   for command, output, is_error, reply in steps])
+
+
+def _tool_exchange(prompt: str, steps: list[tuple[str, dict, str, bool, str]]) -> str:
+    """``_one_exchange`` with any tool: (tool, input, output, is_error, reply) steps."""
     lines, parent, n = [], None, 0
 
     def emit(kind: str, content: object) -> None:
@@ -82,10 +88,9 @@ def _one_exchange(prompt: str, steps: list[tuple[str, str, bool, str]]) -> str:
         parent = uid
 
     emit("user", prompt)
-    for command, output, is_error, reply in steps:
+    for tool, given, output, is_error, reply in steps:
         call = f"toolu_{n + 1}"
-        emit("assistant", [{"type": "tool_use", "id": call, "name": "Bash",
-                            "input": {"command": command}}])
+        emit("assistant", [{"type": "tool_use", "id": call, "name": tool, "input": given}])
         emit("user", [{"type": "tool_result", "tool_use_id": call, "content": output,
                        "is_error": is_error}])
         if reply:
@@ -178,3 +183,36 @@ def test_a_loop_of_failures_nothing_answers_is_judged_per_failure(tmp_path: Path
         (2 + 3 * i, "medium") for i in range(steps) if i != 7]
     assert found[0]["message"] == ("`tool0 input_0.csv` exited with status 1; the assistant "
                                    "moved on without mentioning it.")
+
+
+def test_a_loop_of_failures_each_claimed_fixed_is_judged_per_failure(tmp_path: Path) -> None:
+    """1,500 test runs in one exchange, each failing and each followed by a claim that the tests
+    pass: every failure is flagged high, with its claim. Each failure was read against every
+    reply after it, all of them runs of the same program: 4,000 such steps took 136 s."""
+    steps = 1500
+    path = tmp_path / "claimed.jsonl"
+    path.write_text(_one_exchange("make the tests pass", [
+        (f"pytest tests/test_{i}.py", "1 failed", True, f"All tests pass now in test_{i}.")
+        for i in range(steps)]))
+    found = [f for f in _scan(path) if f["code"] == "FX003"]
+    assert [(f["line"], f["severity"]) for f in found] == [
+        (2 + 3 * i, "high") for i in range(steps)]
+    assert found[-1]["message"] == (f"`pytest tests/test_{steps - 1}.py` failed: 1 failed; the "
+                                    f"assistant went on to say \"All tests pass now in "
+                                    f"test_{steps - 1}.\".")
+
+
+def test_a_long_run_of_claims_no_check_backs_is_judged_per_claim(tmp_path: Path) -> None:
+    """4,000 edits in one exchange, each followed by a claim that the build succeeds, and no
+    build ever run: every claim is flagged. Each claim looked back over every turn before it
+    for the user's own report: 8,000 such claims took 10.7 s."""
+    steps = 4000
+    path = tmp_path / "claims.jsonl"
+    path.write_text(_tool_exchange("make it build", [
+        ("Edit", {"file_path": f"/w/m{i}.py", "old_string": "a", "new_string": "b"}, "ok", False,
+         "Done, and the build succeeds now.") for i in range(steps)]))
+    found = [f for f in _scan(path) if f["code"] == "FX005"]
+    assert [(f["line"], f["severity"]) for f in found] == [
+        (4 + 3 * i, "medium") for i in range(steps)]
+    assert found[0]["message"] == ("The assistant claims \"Done, and the build succeeds now.\" "
+                                   "but no build check ran before the claim.")

@@ -729,7 +729,8 @@ _REPLIES = st.lists(st.tuples(_FRAGMENTS.map(str.upper) | _FRAGMENTS, _FRAGMENTS
 def test_the_exchange_index_holds_every_reply_that_reacts(failed, output, exit_code,
                                                          replies) -> None:
     """A reply the index leaves out, read with the walk's first step and first call behind it,
-    reacts in no way: its words name nothing, its calls touch nothing."""
+    reacts in no way: its words name nothing, its calls touch nothing. When a claim follows,
+    only the words about the failure and a clean rerun are looked for."""
     from forensics.analysis.session import analysis_of
 
     k = fx003.IgnoredToolErrorParams.from_params(registry()["FX003"].params)
@@ -738,23 +739,36 @@ def test_the_exchange_index_holds_every_reply_that_reacts(failed, output, exit_c
     lo, hi = analysis.replies_after(result.ordinal)
     facts = fx003._Facts(result, call, k)
     index = fx003._ReplyIndex(analysis, k)
+    for decisive_only in (False, True):
+        walk = fx003._Walk(session, facts, call, k, decisive_only=decisive_only)
+        walk.immediate = walk.first_call = False
+        listed = list(index.of_exchange(lo, hi).could_react(facts, call, walk, lo, hi))
+        assert listed == sorted(set(listed)) and all(lo <= p < hi for p in listed)
+        for p in range(lo, hi):
+            alone = fx003._Walk(session, facts, call, k)
+            alone.immediate = alone.first_call = False
+            said = alone.read(analysis.assistant_turns[p])
+            reacts = said is not None if decisive_only else said is not None or alone.found
+            assert not reacts or p in listed, (p, decisive_only, analysis.assistant_turns[p])
+
+
+def _every_reply_read(session, facts, call, replies, k) -> tuple[str | None, set[str]]:
+    """The walk as it was: every reply read, the first that settles it, what else was found."""
     walk = fx003._Walk(session, facts, call, k)
-    walk.immediate = walk.first_call = False
-    listed = list(index.of_exchange(lo, hi).could_react(facts, call, walk, lo, hi))
-    assert listed == sorted(set(listed)) and all(lo <= p < hi for p in listed)
-    for p in range(lo, hi):
-        alone = fx003._Walk(session, facts, call, k)
-        alone.immediate = alone.first_call = False
-        reacts = alone.read(analysis.assistant_turns[p]) is not None or alone.found
-        assert not reacts or p in listed, (p, analysis.assistant_turns[p])
+    for reply in replies:
+        said = walk.read(reply)
+        if said is not None:
+            return said, walk.found
+    return None, walk.found
 
 
 @settings(max_examples=300, deadline=None)
 @given(_FAILED_CALLS, _FAILED_OUTPUTS, st.sampled_from([None, 2]), _REPLIES, st.booleans())
 def test_a_reaction_read_through_the_index_is_the_reaction_read_reply_by_reply(
         failed, output, exit_code, replies, any_settles) -> None:
-    """The first replies read one by one, then the index's: the same answer as every reply
-    read one by one, whether the walk ends at the first reaction or reads on."""
+    """The first replies read one by one, then the index's: the answer of every reply read one
+    by one. With no claim after it, the first reaction of any kind; with one, whether a reply
+    says something about the failure or reruns it clean (the weaker reactions do not count)."""
     from forensics.analysis.session import analysis_of
 
     k = fx003.IgnoredToolErrorParams.from_params(registry()["FX003"].params)
@@ -771,4 +785,9 @@ def test_a_reaction_read_through_the_index_is_the_reaction_read_reply_by_reply(
                                            any_settles=any_settles))
         finally:
             fx003.READ_IN_FULL = kept
+    said, found = _every_reply_read(session, facts, call, analysis.assistant_turns[lo:hi], k)
+    if any_settles:
+        assert (answers[0] is None) == (said is None and not found)
+    else:
+        assert answers[0] == said
     assert answers[0] == answers[1] == answers[2]

@@ -104,10 +104,8 @@ def _judge(session: Session, result: ToolResultTurn, owner, failure: str, k: Ign
     facts = _Facts(result, call, k)
     claim = claims.first_step_claim(lo, hi, facts.kind)
     reaction = _reaction(session, facts, call, lo, hi, index, k, any_settles=claim is None)
-    if reaction in ("said", "rerun-ok"):
-        return None
-    if reaction is not None and claim is None:
-        return None  # it named the target, retried or investigated, and claimed nothing
+    if reaction is not None:
+        return None  # words about it or a passing rerun; else, with no claim, any reaction
     return _finding(session, result, owner, failure, replies, k, step_claim=claim,
                     claimed=claims.last_claim(lo, hi), died=died)
 
@@ -171,7 +169,8 @@ class _ReplyIndex:
         if made is None:
             start, end = self.analysis.exchange_replies(self.turns[lo].ordinal)
             assert end == hi and start <= lo, "a span of replies crossed its exchange"
-            made = self._exchanges[hi] = _ExchangeIndex(self.turns, start, hi, self.k)
+            made = self._exchanges[hi] = _ExchangeIndex(self.analysis.session, self.turns, start,
+                                                        hi, self.k)
         return made
 
 
@@ -184,13 +183,14 @@ class _ExchangeIndex:
     (text and reasoning, as ``_Walk.read`` lowers them) and for the text of each call that is
     not only recording, the runs of word characters (``\\w+``) and of digits in them; the
     replies that hand a step over and the word runs of their sentences with a failure word;
-    each call's command as written, its main program, its tool; the installs.
+    each call's command as written, its main program, its tool (all calls, and those that came
+    back clean, which a rerun must be); the installs.
 
     A term ``_mentions`` finds is glued to no word character on either side, so each of its
     word runs is a whole run of the text: the replies without its rarest run cannot name it.
     A three-word message run's middle word, a status code, a port are whole runs likewise."""
 
-    def __init__(self, turns: list[AssistantTurn], start: int, end: int,
+    def __init__(self, session: Session, turns: list[AssistantTurn], start: int, end: int,
                  k: IgnoredToolErrorParams) -> None:
         self.turns, self.start, self.end = turns, start, end
         self.words: dict[str, list[int]] = {}
@@ -200,6 +200,8 @@ class _ExchangeIndex:
         self.scripts: dict[str, list[int]] = {}
         self.programs: dict[str, list[int]] = {}
         self.tools: dict[str, list[int]] = {}
+        self.clean: tuple[dict[str, list[int]], ...] = ({}, {}, {})
+        """The scripts, programs and tools of the calls that came back clean."""
         self.call_words: dict[str, list[int]] = {}
         self.call_digits: dict[str, list[int]] = {}
         self.installs: list[int] = []
@@ -216,14 +218,17 @@ class _ExchangeIndex:
                         _add_runs(self.ack_words, _WORD_RUN.findall(sentence), p)
             for later in reply.tool_calls:
                 command = command_of(later)
-                _add_runs(self.tools, (later.name,), p)
-                if command:
-                    _add_runs(self.scripts, (" ".join(command.split()),), p)
-                    main = _main_program(command)
+                main = _main_program(command) if command else None
+                same = (self.scripts, self.programs, self.tools)
+                for tables in (same, self.clean) if _passed(session, later) else (same,):
+                    scripts, programs, tools = tables
+                    _add_runs(tools, (later.name,), p)
+                    if command:
+                        _add_runs(scripts, (" ".join(command.split()),), p)
                     if main:
-                        _add_runs(self.programs, (main[0],), p)
-                    if _only_records(command, k):
-                        continue
+                        _add_runs(programs, (main[0],), p)
+                if command and _only_records(command, k):
+                    continue
                 blob = (command or _input_text(later)).lower()
                 _add_runs(self.call_words, _WORD_RUN.findall(blob), p)
                 _add_runs(self.call_digits, _DIGIT_RUN.findall(blob), p)
@@ -266,19 +271,25 @@ class _ExchangeIndex:
 
     def _runs_to_look_for(self, facts: _Facts, call: ToolCall | None,
                           walk: "_Walk") -> list[list[int]]:
+        decisive_only = walk.decisive_only
         out = [self.handoffs]
-        out.extend(_rarest(self.words, t) for t in facts.terms | facts.targets)
+        out.extend(_rarest(self.words, t)
+                   for t in (facts.terms if decisive_only else facts.terms | facts.targets))
         out.extend(_rarest(self.words, phrase.split(" ")[1]) for phrase in facts.phrases)
         out.extend(_rarest(self.word_digits, code) for code in facts.codes)
         out.extend(_rarest(self.ack_words, t) for t in walk.about)
         if call is not None:
+            scripts, programs, tools = (self.clean if decisive_only
+                                        else (self.scripts, self.programs, self.tools))
             failed = command_of(call)
             if failed:
-                out.append(self.scripts.get(" ".join(failed.split()), []))
+                out.append(scripts.get(" ".join(failed.split()), []))
                 if walk.failed_prog:
-                    out.append(self.programs.get(walk.failed_prog[0], []))
+                    out.append(programs.get(walk.failed_prog[0], []))
             else:
-                out.append(self.tools.get(call.name, []))
+                out.append(tools.get(call.name, []))
+        if decisive_only:
+            return [positions for positions in out if positions]
         out.extend(_rarest(self.call_words, t) for t in facts.call_names)
         out.extend(self.call_digits.get(port, []) for port in facts.ports)
         if facts.missing_dependency:
@@ -738,14 +749,16 @@ def _reaction(session: Session, facts: _Facts, call: ToolCall | None, lo: int, h
     * None: no reaction.
 
     ``any_settles``: nothing after it claims the step worked, so any reaction deals with it and
-    the walk ends at the first (it would otherwise read every reply to the user's next message).
+    the walk ends at the first. Else a claim follows, and only ``"said"`` and ``"rerun-ok"``
+    deal with it: the weaker reactions are not looked for (None), and the walk reads every
+    reply to the user's next message that could say or rerun.
     """
-    walk = _Walk(session, facts, call, k)
+    walk = _Walk(session, facts, call, k, decisive_only=not any_settles)
     for p in _replies_to_read(walk, facts, call, index, lo, hi):
         decided = walk.read(index.turns[p])
         if decided is not None:
             return decided
-        if walk.found and any_settles:
+        if walk.found:
             break
     return "target" if "target" in walk.found else "call" if "call" in walk.found else None
 
@@ -775,12 +788,14 @@ def _replies_to_read(walk: "_Walk", facts: _Facts, call: ToolCall | None, index:
 class _Walk:
     """One failure's reading of the replies after it, one reply at a time, in order."""
 
-    __slots__ = ("session", "facts", "call", "k", "failed_prog", "echoes", "about",
-                 "immediate", "first_call", "found")
+    __slots__ = ("session", "facts", "call", "k", "decisive_only", "failed_prog", "echoes",
+                 "about", "immediate", "first_call", "found")
 
     def __init__(self, session: Session, facts: _Facts, call: ToolCall | None,
-                 k: IgnoredToolErrorParams) -> None:
+                 k: IgnoredToolErrorParams, *, decisive_only: bool = False) -> None:
         self.session, self.facts, self.call, self.k = session, facts, call, k
+        self.decisive_only = decisive_only
+        """Look only for ``"said"`` and ``"rerun-ok"``: a claim follows the failure."""
         failed_command = command_of(call)
         self.failed_prog = _main_program(failed_command) if failed_command else None
         self.echoes = _input_windows(call) if call is not None and not failed_command else []
@@ -808,7 +823,7 @@ class _Walk:
                         return "said"
             if any(w in words for w in self.echoes):
                 return "said"  # did by hand what the failed tool was for (asked in plain text)
-            if facts.names_target(words):
+            if not self.decisive_only and facts.names_target(words):
                 self.found.add("target")
         if reply.tool_calls or reply.visible:
             self.immediate = False
@@ -817,7 +832,10 @@ class _Walk:
             if call is not None and _same_call(call, later, self.failed_prog):
                 if _passed(self.session, later):
                     return "rerun-ok"
-                self.found.add("call")
+                if not self.decisive_only:
+                    self.found.add("call")
+                continue
+            if self.decisive_only:
                 continue
             if next_step and _same_program(self.failed_prog, later):
                 self.found.add("call")  # a changed retry: the same program, other arguments
