@@ -207,7 +207,7 @@ class _ExchangeIndex:
         self.installs: list[int] = []
         for p in range(start, end):
             reply = turns[p]
-            words = f"{reply.text}\n{reply.reasoning}".lower()
+            words = _words_of(reply)
             if words.strip():
                 _add_runs(self.words, _WORD_RUN.findall(words), p)
                 _add_runs(self.word_digits, _DIGIT_RUN.findall(words), p)
@@ -243,7 +243,7 @@ class _ExchangeIndex:
         starts, parts, at = [], [], 0
         for p in range(self.start, self.end):
             reply = self.turns[p]
-            words = f"{reply.text}\n{reply.reasoning}".lower()
+            words = _words_of(reply)
             starts.append(at)
             parts.append(words)
             at += len(words) + 1
@@ -809,7 +809,7 @@ class _Walk:
         """Read one more reply: ``"said"`` or ``"rerun-ok"`` when it settles the failure, else
         None (a weaker reaction is added to ``found``)."""
         facts, k, call = self.facts, self.k, self.call
-        words = f"{reply.text}\n{reply.reasoning}".lower()
+        words = _words_of(reply)
         if words.strip():
             if facts.names_error(words) or k.handoffs.search(words):
                 return "said"
@@ -850,6 +850,12 @@ class _Walk:
                   and _step_kind(later_command, k) == "install"):
                 self.found.add("call")  # installs what the error said was missing
         return None
+
+
+def _words_of(reply: AssistantTurn) -> str:
+    """A reply's text and reasoning, lowered: what its words are searched in (the walk and the
+    exchange's index must read the same text)."""
+    return f"{reply.text}\n{reply.reasoning}".lower()
 
 
 def _only_records(command: str, k: IgnoredToolErrorParams) -> bool:
